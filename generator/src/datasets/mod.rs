@@ -1,0 +1,63 @@
+//! The datasets: each builds any range of its rows, from the seed and the row indices
+//! alone.
+
+mod contacts;
+mod ohlcv;
+mod wide;
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{ArrowError, SchemaRef};
+
+pub use contacts::Contacts;
+pub use ohlcv::{Ohlcv, PartitionBy};
+pub use wide::{Wide, WIDE_DEFAULT_ROWS};
+
+/// A synthetic dataset: a schema and a pure function from a row range to a batch.
+///
+/// Implementations must be deterministic: `batch(start, len)` returns the same rows
+/// whatever else was generated before, on whichever thread.
+pub trait Dataset: Send + Sync + fmt::Debug {
+    /// The dataset's name (`ohlcv`, `contacts`, `wide`).
+    fn name(&self) -> &'static str;
+
+    /// Total number of rows.
+    fn rows(&self) -> u64;
+
+    /// The schema of the rows `batch` builds (partition columns included).
+    fn schema(&self) -> SchemaRef;
+
+    /// Builds rows `start..start + len`. The range never crosses a `segment_end`.
+    fn batch(&self, start: u64, len: usize) -> Result<RecordBatch, ArrowError>;
+
+    /// The first row after `row` that may not share a batch with it (a symbol or
+    /// partition boundary), capped at `rows()`.
+    fn segment_end(&self, row: u64) -> u64 {
+        let _ = row;
+        self.rows()
+    }
+
+    /// The hive partition directory (`symbol=SPY/date=2024-01-02`) of `row`, if the
+    /// dataset is partitioned. Rows of one segment share a partition.
+    fn partition_dir(&self, row: u64) -> Option<String> {
+        let _ = row;
+        None
+    }
+
+    /// Columns whose values are encoded in the partition directory and so are left out
+    /// of the files.
+    fn partition_columns(&self) -> &[&'static str] {
+        &[]
+    }
+
+    /// Columns that get a bloom filter (keys that queries look up with `=` and `IN`).
+    fn bloom_columns(&self) -> &[&'static str];
+
+    /// The columns (of the written file schema) by which every file is sorted, in order.
+    fn sorted_by(&self) -> Vec<&'static str>;
+}
+
+/// A dataset behind a shared pointer, as the producer threads use it.
+pub type DatasetRef = Arc<dyn Dataset>;

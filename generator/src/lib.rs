@@ -1,0 +1,36 @@
+//! `ringscan-generator`: deterministic synthetic Parquet datasets, written by P producer
+//! threads feeding W writer threads over bounded channels.
+//!
+//! Three datasets (see [`datasets`]): `ohlcv` (one-minute bars, prices a random walk in
+//! 400-500), `contacts` (nested lists and structs with Zipfian values, as in seed 002)
+//! and `wide` (21 mixed columns, the shape of seed 001). Every value derives from the
+//! seed and the row's index, so the rows are the same whatever the thread counts and
+//! batch size. Files carry statistics, the page index, bloom filters on key columns and
+//! `sorting_columns`; each is written under a temporary name and renamed when complete.
+//!
+//! ```no_run
+//! use ringscan_generator::{generate, DatasetKind, GenerateOptions};
+//!
+//! let mut opts = GenerateOptions::new(DatasetKind::Ohlcv, "data/ohlcv".into());
+//! opts.rows = 100_000;
+//! let summary = generate(&opts, &|_rows| {})?;
+//! println!("{} rows in {} files", summary.rows, summary.files.len());
+//! # Ok::<(), ringscan_generator::GeneratorError>(())
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod datasets;
+mod error;
+pub mod inspect;
+mod options;
+mod output;
+mod pipeline;
+pub mod rng;
+mod sink;
+pub mod zipf;
+
+pub use datasets::{Dataset, DatasetRef, PartitionBy};
+pub use error::GeneratorError;
+pub use options::{limits, CompressionKind, DatasetKind, GenerateOptions};
+pub use pipeline::{generate, GenerateSummary};
+pub use sink::WrittenFile;

@@ -1,0 +1,2 @@
+//! `ringscan-ipc`: the types and transport that cross the process boundary.
+#![forbid(unsafe_code)]

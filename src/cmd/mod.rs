@@ -1,0 +1,7 @@
+//! One module per subcommand; each owns its clap `Args` and a `run` function.
+
+pub(crate) mod bench;
+pub(crate) mod common;
+pub(crate) mod demo;
+pub(crate) mod generate;
+pub(crate) mod runs;

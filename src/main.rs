@@ -1,0 +1,82 @@
+//! `ringscan`: the command-line front end of the ringscan Parquet query host.
+//!
+//! The binary is thin: each subcommand lives in `cmd/<name>.rs`, parses its own flags
+//! (clap `Args`), calls into the library crates and returns an exit code. Library errors
+//! are typed; only this binary turns them into words (`report_error`).
+#![forbid(unsafe_code)]
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// ringscan: fast, trustworthy Parquet queries on one machine.
+#[derive(Debug, Parser)]
+#[command(name = "ringscan", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the demo on the default data directory (creates the dataset if missing).
+    Demo(cmd::demo::DemoArgs),
+    /// Write a deterministic synthetic Parquet dataset (ohlcv, contacts, wide).
+    Generate(cmd::generate::GenerateArgs),
+    /// Show recorded runs (counters, wall time, rows/s) and compare two of them.
+    Runs(cmd::runs::RunsArgs),
+    /// Run a benchmark suite.
+    Bench(cmd::bench::BenchArgs),
+    /// Internal: the peer process of cross-process benchmarks and tests.
+    #[command(name = "__peer", hide = true)]
+    Peer(cmd::bench::PeerArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout with exit 0, usage errors with exit 2.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Generate(args) => cmd::generate::run(args),
+        Command::Runs(args) => cmd::runs::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Peer(args) => cmd::bench::peer(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => report_error(&err),
+    }
+}
+
+/// Prints an error and its causes on one or two lines and picks the exit code.
+///
+/// A broken pipe (`ringscan runs | head`) is not an error worth a message.
+fn report_error(err: &anyhow::Error) -> ExitCode {
+    for cause in err.chain() {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::BrokenPipe {
+                return ExitCode::SUCCESS;
+            }
+        }
+    }
+    let mut message = format!("ringscan: error: {err}");
+    let causes: Vec<String> = err.chain().skip(1).map(|c| c.to_string()).collect();
+    if !causes.is_empty() {
+        message.push_str("\n  caused by: ");
+        message.push_str(&causes.join(": "));
+    }
+    eprintln!("{message}");
+    ExitCode::from(1)
+}
