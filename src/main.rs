@@ -72,7 +72,15 @@ fn report_error(err: &anyhow::Error) -> ExitCode {
         }
     }
     let mut message = format!("ringscan: error: {err}");
-    let causes: Vec<String> = err.chain().skip(1).map(|c| c.to_string()).collect();
+    // Some errors (parquet's among them) repeat their source in their own text: print
+    // each cause once.
+    let mut causes: Vec<String> = Vec::new();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !causes.last().is_some_and(|last| last.contains(&text)) {
+            causes.push(text);
+        }
+    }
     if !causes.is_empty() {
         message.push_str("\n  caused by: ");
         message.push_str(&causes.join(": "));

@@ -58,10 +58,21 @@ fn collect_ours(
 /// Makes `out` ready for a run: creates it, or checks that it is empty, or (with
 /// `overwrite`) removes the Parquet files and partition directories in it after checking
 /// that nothing else is there.
-pub(crate) fn prepare(out: &Path, overwrite: bool) -> Result<(), GeneratorError> {
+///
+/// Returns the directories it created (outermost first), so that a failed run can
+/// remove them again.
+pub(crate) fn prepare(out: &Path, overwrite: bool) -> Result<Vec<PathBuf>, GeneratorError> {
     match fs::metadata(out) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return fs::create_dir_all(out).map_err(io_err("create directory", out));
+            let mut created = Vec::new();
+            let mut dir = Some(out);
+            while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+                created.push(d.to_path_buf());
+                dir = d.parent();
+            }
+            created.reverse();
+            fs::create_dir_all(out).map_err(io_err("create directory", out))?;
+            return Ok(created);
         }
         Err(e) => return Err(io_err("inspect", out)(e)),
         Ok(meta) if !meta.is_dir() => {
@@ -74,7 +85,7 @@ pub(crate) fn prepare(out: &Path, overwrite: bool) -> Result<(), GeneratorError>
     }
     let mut entries = fs::read_dir(out).map_err(io_err("read directory", out))?;
     if entries.next().is_none() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     if !overwrite {
         return Err(GeneratorError::OutputNotEmpty {
@@ -90,7 +101,7 @@ pub(crate) fn prepare(out: &Path, overwrite: bool) -> Result<(), GeneratorError>
     for dir in &dirs {
         fs::remove_dir(dir).map_err(io_err("remove directory", dir))?;
     }
-    Ok(())
+    Ok(Vec::new())
 }
 
 /// Removes what a failed run left: its files, then the directories it created, deepest

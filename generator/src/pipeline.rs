@@ -227,7 +227,7 @@ pub fn generate(
 ) -> Result<GenerateSummary, GeneratorError> {
     opts.validate()?;
     let started = Instant::now();
-    output::prepare(&opts.out, opts.overwrite)?;
+    let created_out_dirs = output::prepare(&opts.out, opts.overwrite)?;
     let dataset: DatasetRef = opts.build_dataset();
     let rows = dataset.rows();
     let writers = opts
@@ -343,7 +343,11 @@ pub fn generate(
         .collect();
     if let Some(error) = first_error {
         let paths: Vec<PathBuf> = files.into_iter().map(|f| f.path).collect();
-        let dirs: Vec<PathBuf> = outcomes.into_iter().flat_map(|o| o.dirs).collect();
+        let dirs: Vec<PathBuf> = outcomes
+            .into_iter()
+            .flat_map(|o| o.dirs)
+            .chain(created_out_dirs)
+            .collect();
         output::remove_partial(&paths, &dirs);
         return Err(error);
     }
