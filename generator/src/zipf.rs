@@ -7,10 +7,11 @@
 /// A table that samples ranks `0..n` with probability proportional to `1 / (rank+1)^s`.
 #[derive(Debug, Clone)]
 pub struct Zipf {
-    /// Probability of keeping the column index, scaled to `u32::MAX`.
-    keep: Vec<u32>,
-    /// The alias taken when the column index is not kept.
-    alias: Vec<u32>,
+    /// Per column: the probability of keeping the column index, scaled to `u32::MAX`,
+    /// and the alias taken otherwise. Interleaved so that a draw touches one cache line,
+    /// not two: with the phone table (16 Ki ranks) the two loads of separate arrays were
+    /// 19% of `Contacts::batch`'s samples.
+    columns: Vec<(u32, u32)>,
 }
 
 impl Zipf {
@@ -48,28 +49,32 @@ impl Zipf {
             }
         }
         // What remains (in either list, through rounding) keeps itself with probability 1.
-        Self { keep, alias }
+        Self {
+            columns: keep.into_iter().zip(alias).collect(),
+        }
     }
 
     /// Number of ranks.
     pub fn len(&self) -> usize {
-        self.keep.len()
+        self.columns.len()
     }
 
     /// Always false: a table has at least one rank.
     pub fn is_empty(&self) -> bool {
-        self.keep.is_empty()
+        self.columns.is_empty()
     }
 
     /// Draws a rank from 64 random bits: the high half picks the column, the low half
     /// decides between the column and its alias.
     #[inline]
     pub fn sample(&self, bits: u64) -> usize {
-        let column = (((bits >> 32) * self.keep.len() as u64) >> 32) as usize;
-        if (bits as u32) < self.keep[column] {
+        // Both factors are below 2^32: the product cannot overflow.
+        let column = ((bits >> 32).wrapping_mul(self.columns.len() as u64) >> 32) as usize;
+        let (keep, alias) = self.columns[column];
+        if (bits as u32) < keep {
             column
         } else {
-            self.alias[column] as usize
+            alias as usize
         }
     }
 }

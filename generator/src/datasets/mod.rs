@@ -1,6 +1,7 @@
 //! The datasets: each builds any range of its rows, from the seed and the row indices
 //! alone.
 
+mod columns;
 mod contacts;
 mod ohlcv;
 mod wide;
@@ -54,6 +55,13 @@ pub trait Dataset: Send + Sync + fmt::Debug {
 
     /// Columns that get a bloom filter (keys that queries look up with `=` and `IN`).
     fn bloom_columns(&self) -> &[&'static str];
+
+    /// Integer columns that are sorted and (nearly) unique, such as row ids and times:
+    /// written with DELTA_BINARY_PACKED and no dictionary, which is both smaller and
+    /// cheaper to write than a dictionary that overflows and falls back.
+    fn delta_columns(&self) -> &[&'static str] {
+        &[]
+    }
 
     /// The columns (of the written file schema) by which every file is sorted, in order.
     fn sorted_by(&self) -> Vec<&'static str>;

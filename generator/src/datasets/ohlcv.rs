@@ -232,6 +232,10 @@ impl Dataset for Ohlcv {
         &["symbol"]
     }
 
+    fn delta_columns(&self) -> &[&'static str] {
+        &["ts"]
+    }
+
     fn sorted_by(&self) -> Vec<&'static str> {
         match self.partition_by {
             PartitionBy::None => vec!["symbol", "ts"],

@@ -136,6 +136,10 @@ impl Dataset for Wide {
         &["order_id", "customer_id"]
     }
 
+    fn delta_columns(&self) -> &[&'static str] {
+        &["order_id", "created_at"]
+    }
+
     fn sorted_by(&self) -> Vec<&'static str> {
         vec!["order_id"]
     }
