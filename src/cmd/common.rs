@@ -2,6 +2,37 @@
 
 use std::path::{Path, PathBuf};
 
+use ringscan_profiling::{append_record, RunRecorder};
+use serde_json::{Map, Value};
+
+/// Starts the run record of this process: call before spawning any thread, so that the
+/// inherited counters cover every thread of the run.
+pub(crate) fn start_recording(command: &str) -> RunRecorder {
+    let mut recorder = RunRecorder::start(command, std::env::args().skip(1).collect());
+    if let Some(revision) = option_env!("RINGSCAN_GIT_REVISION") {
+        recorder.set_git_revision(revision);
+    }
+    recorder
+}
+
+/// Finishes the run record, appends it to `runs_file`, and prints its one-line counter
+/// summary unless `quiet`. A record that cannot be written costs a warning, never the
+/// command's own result.
+pub(crate) fn finish_recording(
+    recorder: RunRecorder,
+    figures: Map<String, Value>,
+    runs_file: &Path,
+    quiet: bool,
+) {
+    let record = recorder.finish(figures);
+    if let Err(e) = append_record(runs_file, &record) {
+        eprintln!("ringscan: warning: run record not saved: {e}");
+    }
+    if !quiet {
+        eprintln!("{}", record.summary_line());
+    }
+}
+
 /// The data directory: `--data`, else `$RINGSCAN_DATA`, else `./ringscan-data`.
 pub(crate) fn data_dir(flag: Option<&Path>) -> PathBuf {
     match flag {
@@ -45,7 +76,7 @@ pub(crate) fn human_count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

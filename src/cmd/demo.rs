@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use ringscan_generator::inspect::{describe, parquet_files};
 use ringscan_generator::{DatasetKind, GenerateOptions};
 
-use super::common::{data_dir, human_bytes, human_count};
-use super::generate::{run_generator, summary_line};
+use super::common::{data_dir, finish_recording, human_bytes, human_count, start_recording};
+use super::generate::{figures, run_generator, summary_line};
 
 /// Flags of `ringscan demo`.
 #[derive(Debug, clap::Args)]
@@ -45,8 +45,11 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 opts.out.display()
             );
         } else {
+            let recorder = start_recording("generate");
             let summary = run_generator(&opts, false)?;
             println!("\n{}", summary_line(&summary, &opts.out));
+            let runs = ringscan_profiling::runs_path(&data);
+            finish_recording(recorder, figures(&summary, &opts), &runs, false);
         }
         print_files(&opts.out)?;
     }

@@ -10,7 +10,9 @@ use ringscan_generator::{
     generate, CompressionKind, DatasetKind, GenerateOptions, GenerateSummary, PartitionBy,
 };
 
-use super::common::{data_dir, human_bytes, human_count, parse_count};
+use super::common::{
+    data_dir, finish_recording, human_bytes, human_count, parse_count, start_recording,
+};
 
 /// Which dataset to write.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -203,11 +205,56 @@ pub(crate) fn summary_line(summary: &GenerateSummary, out: &std::path::Path) -> 
     )
 }
 
+/// The figures of a generate run, for its run record.
+pub(crate) fn figures(
+    summary: &GenerateSummary,
+    opts: &GenerateOptions,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut figures = serde_json::Map::new();
+    figures.insert("dataset".into(), summary.dataset.into());
+    figures.insert("rows".into(), summary.rows.into());
+    figures.insert("files".into(), summary.files.len().into());
+    figures.insert("bytes".into(), summary.bytes.into());
+    figures.insert("rows_per_s".into(), summary.rows_per_sec().into());
+    figures.insert("producers".into(), summary.producers.into());
+    figures.insert("writers".into(), summary.writers.into());
+    figures.insert("batch_rows".into(), opts.batch_rows.into());
+    figures.insert("row_group_rows".into(), opts.row_group_rows.into());
+    figures.insert(
+        "compression".into(),
+        format!("{:?}", opts.compression).to_lowercase().into(),
+    );
+    figures.insert("seed".into(), opts.seed.into());
+    figures
+}
+
+/// Where a generate run's record goes: `--runs`, else the output directory's parent
+/// data directory.
+pub(crate) fn runs_file(runs: Option<&std::path::Path>, out: &std::path::Path) -> PathBuf {
+    match runs {
+        Some(file) => file.to_path_buf(),
+        None => {
+            let data = out
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            ringscan_profiling::runs_path(data)
+        }
+    }
+}
+
 pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
+    let recorder = start_recording("generate");
     let opts = args.options()?;
     let summary = run_generator(&opts, args.quiet)?;
     if !args.quiet {
         eprintln!("{}", summary_line(&summary, &opts.out));
     }
+    finish_recording(
+        recorder,
+        figures(&summary, &opts),
+        &runs_file(args.runs.as_deref(), &opts.out),
+        args.quiet,
+    );
     Ok(ExitCode::SUCCESS)
 }
