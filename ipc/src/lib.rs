@@ -1,2 +1,69 @@
-//! `ringscan-ipc`: the types and transport that cross the process boundary.
-#![forbid(unsafe_code)]
+//! `ringscan-ipc`: the types and transport that cross the process boundary between the
+//! IO daemon and the executor.
+//!
+//! - **The ring** ([`Producer`], [`Consumer`]): a named POSIX shared-memory segment
+//!   (mode 0600) with a 4 KiB header page and a data area of variable-length, 64-byte
+//!   aligned records that never wrap. The producer encodes each Arrow
+//!   [`RecordBatch`](arrow_array::RecordBatch) as an Arrow IPC message straight into
+//!   ring space (one copy of the column data); the consumer imports it zero-copy, its
+//!   buffers pointing into the mapping, and the space is given back when the batch is
+//!   dropped (in any order). Waits block on futexes and wake every
+//!   [`LIVENESS_INTERVAL`] to check the peer, so a dead peer is an error within a
+//!   second. The name is unlinked as soon as both sides have mapped it.
+//! - **Control-socket messages** ([`msg`]): [`ScanRequest`](msg::ScanRequest), the
+//!   [`Predicate`](msg::Predicate) tree, [`ScanSummary`](msg::ScanSummary), and
+//!   length-prefixed framing with size limits.
+//! - **Benchmark** ([`bench`]): the cross-process throughput and hand-off latency
+//!   measurement behind `ringscan bench ring`.
+//!
+//! All `unsafe` code lives in one private module (`sys`: libc calls and the zero-copy
+//! buffer constructor); everything read from the segment is validated before use.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use arrow_array::{Int64Array, RecordBatch};
+//! use arrow_schema::{DataType, Field, Schema};
+//! use ringscan_ipc::{Consumer, Producer, unique_name};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+//! let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])?;
+//!
+//! // Normally the daemon creates the ring and the executor (another process) attaches.
+//! let name = unique_name("doc");
+//! let mut producer = Producer::create(&name, schema, 1 << 20)?;
+//! let consumer = Consumer::attach(&name)?; // the name is gone from /dev/shm from here on
+//! producer.push(&batch)?;
+//! producer.finish()?;
+//!
+//! let batches: Vec<RecordBatch> = consumer.collect::<Result<_, _>>()?;
+//! assert_eq!(batches, vec![batch]);
+//! # Ok(())
+//! # }
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod bench;
+mod codec;
+mod consumer;
+mod error;
+mod layout;
+pub mod msg;
+mod producer;
+mod release;
+mod ring;
+mod stale;
+mod sys;
+
+pub use consumer::{Consumer, TryNext};
+pub use error::{Peer, RingError};
+pub use layout::{MAX_CAPACITY_BYTES, MIN_CAPACITY_BYTES};
+pub use producer::Producer;
+pub use ring::{unique_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES};
+pub use stale::remove_stale_rings;
+pub use sys::monotonic_ns;
+
+#[cfg(test)]
+mod tests;

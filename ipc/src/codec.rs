@@ -1,0 +1,357 @@
+//! Arrow IPC encoding of record payloads, and zero-copy decoding.
+//!
+//! Encoding uses [`StreamEncoder`], which returns the message as a list of
+//! [`Buffer`]s that *share* the batch's column buffers (no intermediate body `Vec`), so
+//! the only copy of column data is the one into ring space. Decoding walks the framed
+//! messages of one record itself and calls arrow's [`RecordBatchDecoder`] with
+//! `require_alignment(true)` on a body that points into the mapping: a misaligned
+//! buffer is an error, never a silent copy.
+
+use std::collections::HashMap;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::{read_dictionary, RecordBatchDecoder};
+use arrow_ipc::writer::{
+    write_message, DictionaryTracker, IpcDataGenerator, IpcWriteOptions, StreamEncoder,
+};
+use arrow_ipc::{root_as_message, MessageHeader};
+use arrow_schema::{ArrowError, Schema, SchemaRef};
+
+use crate::layout::RECORD_ALIGN;
+
+/// Marks an encapsulated IPC message (arrow_ipc keeps its constant private).
+const CONTINUATION_MARKER: [u8; 4] = [0xff; 4];
+
+/// Why a payload could not be decoded.
+#[derive(Debug)]
+pub(crate) enum DecodeError {
+    /// The framing or flatbuffers are invalid.
+    Corrupt(String),
+    /// A buffer is not aligned for zero-copy import.
+    Misaligned(String),
+    /// Arrow rejected the message (validation of offsets, lengths, types...).
+    Arrow(ArrowError),
+}
+
+/// The encoded IPC messages of one batch record, as shared pieces.
+#[derive(Debug)]
+pub(crate) struct EncodedBatch {
+    pub(crate) parts: Vec<Buffer>,
+    pub(crate) len: usize,
+}
+
+/// Encodes the schema record and then batch records.
+pub(crate) struct BatchEncoder {
+    encoder: StreamEncoder,
+    /// `StreamEncoder` prepends the schema message to its first output; we already sent
+    /// the schema as its own record, so that prefix is dropped once.
+    skip_schema_bytes: Option<usize>,
+    schema: SchemaRef,
+}
+
+impl std::fmt::Debug for BatchEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchEncoder")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BatchEncoder {
+    /// Returns the encoder and the framed schema message (the schema record's payload).
+    pub(crate) fn new(schema: SchemaRef) -> Result<(Self, Vec<u8>), ArrowError> {
+        // 64-byte alignment (the default, stated here because zero-copy depends on it):
+        // the metadata is padded to 64 and every body buffer to 64, so each buffer starts
+        // 64-aligned relative to a 64-aligned payload.
+        let options = IpcWriteOptions::try_new(64, false, arrow_ipc::MetadataVersion::V5)?;
+        let encoded = IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
+            &schema,
+            &mut DictionaryTracker::new(false),
+            &options,
+        );
+        let mut schema_bytes = Vec::new();
+        write_message(&mut schema_bytes, encoded, &options)?;
+        let encoder = StreamEncoder::try_new_with_options(&schema, options)?;
+        Ok((
+            Self {
+                encoder,
+                skip_schema_bytes: Some(schema_bytes.len()),
+                schema,
+            },
+            schema_bytes,
+        ))
+    }
+
+    pub(crate) fn encode(&mut self, batch: &RecordBatch) -> Result<EncodedBatch, ArrowError> {
+        if batch.schema_ref().fields() != self.schema.fields() {
+            return Err(ArrowError::SchemaError(format!(
+                "batch schema {:?} differs from the ring's schema {:?}",
+                batch.schema_ref(),
+                self.schema
+            )));
+        }
+        let mut parts = self.encoder.encode(batch)?;
+        if let Some(mut skip) = self.skip_schema_bytes.take() {
+            let mut n = 0;
+            while skip > 0 && n < parts.len() {
+                if parts[n].len() > skip {
+                    return Err(ArrowError::IpcError(
+                        "schema message does not end on a buffer boundary".into(),
+                    ));
+                }
+                skip -= parts[n].len();
+                n += 1;
+            }
+            if skip != 0 {
+                return Err(ArrowError::IpcError("schema message missing".into()));
+            }
+            parts.drain(..n);
+        }
+        let len = parts.iter().map(Buffer::len).sum();
+        Ok(EncodedBatch { parts, len })
+    }
+}
+
+/// One framed message inside a payload: `[0xFFFFFFFF][meta_len: i32][meta][body]`.
+struct Framed<'a> {
+    /// The verified flatbuffer message.
+    message: arrow_ipc::Message<'a>,
+    body: std::ops::Range<usize>,
+}
+
+fn next_message(payload: &[u8], at: usize) -> Result<Framed<'_>, DecodeError> {
+    let corrupt = |what: String| DecodeError::Corrupt(what);
+    let prefix = payload
+        .get(at..at + 8)
+        .ok_or_else(|| corrupt(format!("truncated message prefix at byte {at}")))?;
+    if prefix[..4] != CONTINUATION_MARKER {
+        return Err(corrupt(format!("missing continuation marker at byte {at}")));
+    }
+    let meta_len = i32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]);
+    let meta_len = usize::try_from(meta_len)
+        .map_err(|_| corrupt(format!("negative metadata length at byte {at}")))?;
+    let meta_start = at + 8;
+    let meta_end = meta_start
+        .checked_add(meta_len)
+        .filter(|&e| e <= payload.len())
+        .ok_or_else(|| corrupt(format!("metadata length {meta_len} overruns the record")))?;
+    let message = root_as_message(&payload[meta_start..meta_end])
+        .map_err(|e| corrupt(format!("invalid message flatbuffer: {e}")))?;
+    let body_len = usize::try_from(message.bodyLength())
+        .map_err(|_| corrupt("negative body length".into()))?;
+    let body_end = meta_end
+        .checked_add(body_len)
+        .filter(|&e| e <= payload.len())
+        .ok_or_else(|| corrupt(format!("body length {body_len} overruns the record")))?;
+    Ok(Framed {
+        message,
+        body: meta_end..body_end,
+    })
+}
+
+/// Decodes the schema record's payload.
+pub(crate) fn decode_schema(payload: &[u8]) -> Result<Schema, DecodeError> {
+    let framed = next_message(payload, 0)?;
+    if framed.body.end != payload.len() {
+        return Err(DecodeError::Corrupt(
+            "trailing bytes after the schema".into(),
+        ));
+    }
+    let schema = framed
+        .message
+        .header_as_schema()
+        .ok_or_else(|| DecodeError::Corrupt("first record is not a schema message".into()))?;
+    arrow_ipc::convert::try_fb_to_schema(schema).map_err(DecodeError::Arrow)
+}
+
+/// Decodes batch records against one schema, keeping the stream's dictionaries.
+#[derive(Debug)]
+pub(crate) struct BatchDecoder {
+    schema: SchemaRef,
+    dictionaries: HashMap<i64, ArrayRef>,
+}
+
+impl BatchDecoder {
+    pub(crate) fn new(schema: SchemaRef) -> Self {
+        Self {
+            schema,
+            dictionaries: HashMap::new(),
+        }
+    }
+
+    /// Decodes a batch record whose payload is `payload` (a buffer over the mapping).
+    /// The returned batch's column buffers are slices of `payload`.
+    pub(crate) fn decode(&mut self, payload: &Buffer) -> Result<RecordBatch, DecodeError> {
+        let mut at = 0;
+        while at < payload.len() {
+            let framed = next_message(payload.as_slice(), at)?;
+            let message = framed.message;
+            at = framed.body.end;
+            let body_addr = payload.as_ptr() as usize + framed.body.start;
+            if !body_addr.is_multiple_of(RECORD_ALIGN) {
+                return Err(DecodeError::Misaligned(format!(
+                    "message body at byte {} of the record is {} bytes past a {RECORD_ALIGN}-byte boundary",
+                    framed.body.start,
+                    body_addr % RECORD_ALIGN
+                )));
+            }
+            let version = message.version();
+            match message.header_type() {
+                MessageHeader::DictionaryBatch => {
+                    let dict = message.header_as_dictionary_batch().ok_or_else(|| {
+                        DecodeError::Corrupt("dictionary message without header".into())
+                    })?;
+                    // Dictionaries outlive the record they came in (the decoder keeps
+                    // them for later batches), so they are copied to the heap: a
+                    // zero-copy dictionary would pin its ring space indefinitely and
+                    // could stall the producer.
+                    let body = Buffer::from_slice_ref(&payload.as_slice()[framed.body]);
+                    read_dictionary(&body, dict, &self.schema, &mut self.dictionaries, &version)
+                        .map_err(DecodeError::Arrow)?;
+                }
+                MessageHeader::RecordBatch => {
+                    if at != payload.len() {
+                        return Err(DecodeError::Corrupt(
+                            "bytes after the record batch message".into(),
+                        ));
+                    }
+                    let batch = message.header_as_record_batch().ok_or_else(|| {
+                        DecodeError::Corrupt("record batch message without header".into())
+                    })?;
+                    let body = payload.slice_with_length(framed.body.start, framed.body.len());
+                    return RecordBatchDecoder::try_new(
+                        &body,
+                        batch,
+                        self.schema.clone(),
+                        &self.dictionaries,
+                        &version,
+                    )
+                    .and_then(|d| d.with_require_alignment(true).read_record_batch())
+                    .map_err(|e| match e {
+                        ArrowError::InvalidArgumentError(m) if m.contains("isaligned") => {
+                            DecodeError::Misaligned(m)
+                        }
+                        e => DecodeError::Arrow(e),
+                    });
+                }
+                other => {
+                    return Err(DecodeError::Corrupt(format!(
+                        "unexpected {other:?} message in a batch record"
+                    )));
+                }
+            }
+        }
+        Err(DecodeError::Corrupt(
+            "batch record holds no record batch message".into(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{types::Int32Type, Array, DictionaryArray, Int32Array, StringArray};
+    use arrow_schema::{DataType, Field};
+
+    use super::*;
+
+    fn concat(parts: &[Buffer]) -> Vec<u8> {
+        parts
+            .iter()
+            .flat_map(|b| b.as_slice().iter().copied())
+            .collect()
+    }
+
+    fn sample() -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("s", DataType::Utf8, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(vec![Some(1), None, Some(3)])),
+                Arc::new(StringArray::from(vec!["x", "yy", "zzz"])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn round_trip_zero_copy() {
+        let batch = sample();
+        let (mut enc, schema_bytes) = BatchEncoder::new(batch.schema()).unwrap();
+        assert_eq!(decode_schema(&schema_bytes).unwrap(), *batch.schema());
+        let mut dec = BatchDecoder::new(batch.schema());
+        for _ in 0..3 {
+            let encoded = enc.encode(&batch).unwrap();
+            let bytes = Buffer::from_slice_ref(concat(&encoded.parts));
+            assert_eq!(bytes.len(), encoded.len);
+            let out = dec.decode(&bytes).unwrap();
+            assert_eq!(out, batch);
+            // Zero-copy: the int column's values point into the record payload.
+            let values = out.column(0).to_data().buffers()[0].as_ptr() as usize;
+            let start = bytes.as_ptr() as usize;
+            assert!((start..start + bytes.len()).contains(&values));
+        }
+    }
+
+    #[test]
+    fn dictionaries_are_decoded() {
+        let dict: DictionaryArray<Int32Type> = vec!["a", "b", "a"].into_iter().collect();
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "d",
+            dict.data_type().clone(),
+            true,
+        )]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(dict)]).unwrap();
+        let (mut enc, _) = BatchEncoder::new(schema.clone()).unwrap();
+        let mut dec = BatchDecoder::new(schema);
+        let encoded = enc.encode(&batch).unwrap();
+        let bytes = Buffer::from_slice_ref(concat(&encoded.parts));
+        assert_eq!(dec.decode(&bytes).unwrap(), batch);
+    }
+
+    #[test]
+    fn misaligned_payload_is_rejected_not_copied() {
+        let batch = sample();
+        let (mut enc, _) = BatchEncoder::new(batch.schema()).unwrap();
+        let encoded = enc.encode(&batch).unwrap();
+        let mut shifted = vec![0u8; 8];
+        shifted.extend(concat(&encoded.parts));
+        let shifted = Buffer::from_vec(shifted).slice(8);
+        // The payload now starts 8 bytes past a 64-byte boundary.
+        let err = BatchDecoder::new(batch.schema())
+            .decode(&shifted)
+            .unwrap_err();
+        assert!(matches!(err, DecodeError::Misaligned(_)), "{err:?}");
+    }
+
+    #[test]
+    fn garbage_and_truncation_are_errors() {
+        let batch = sample();
+        let (mut enc, schema_bytes) = BatchEncoder::new(batch.schema()).unwrap();
+        let good = concat(&enc.encode(&batch).unwrap().parts);
+        let mut dec = BatchDecoder::new(batch.schema());
+        for cut in [0, 4, 8, 16, good.len() / 2, good.len() - 1] {
+            let b = Buffer::from_slice_ref(&good[..cut]);
+            assert!(dec.decode(&b).is_err(), "truncated at {cut}");
+        }
+        let mut flipped = good.clone();
+        for i in (0..flipped.len()).step_by(7) {
+            flipped[i] ^= 0x5a;
+        }
+        assert!(dec.decode(&Buffer::from_slice_ref(&flipped)).is_err());
+        assert!(decode_schema(&schema_bytes[..schema_bytes.len() - 1]).is_err());
+        assert!(decode_schema(&good).is_err(), "a batch is not a schema");
+        let other = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("z", DataType::Int32, false)])),
+            vec![Arc::new(Int32Array::from(vec![1]))],
+        )
+        .unwrap();
+        assert!(enc.encode(&other).is_err(), "schema mismatch is rejected");
+        assert_eq!(other.column(0).len(), 1);
+    }
+}

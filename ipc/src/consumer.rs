@@ -1,0 +1,541 @@
+//! The consuming side of a ring (the executor): attaches, imports batches zero-copy.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long `attach` waits for a just-created segment to be initialised.
+const INIT_WAIT: Duration = Duration::from_secs(1);
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+
+use crate::codec::{decode_schema, BatchDecoder, DecodeError};
+use crate::error::{Peer, RingError};
+use crate::layout::{
+    state, RecordHeader, RecordKind, HEADER_BYTES, MAX_CAPACITY_BYTES, MIN_CAPACITY_BYTES,
+    RECORD_HEADER_BYTES, RING_MAGIC, RING_VERSION,
+};
+use crate::release::ReleaseTracker;
+use crate::ring::{notify, notify_always, validate_name, wait_until, LIVENESS_INTERVAL};
+use crate::sys::{self, HoldsMapping, Mapping, ProcessWatch};
+
+/// What [`Consumer::try_next`] found.
+#[derive(Debug)]
+pub enum TryNext {
+    /// The next batch.
+    Batch(RecordBatch),
+    /// Nothing published yet; try again later.
+    Empty,
+    /// The stream ended (end of stream, or the producer acknowledged a cancel).
+    End,
+}
+
+/// State shared by the consumer and every lease (zero-copy buffer owner).
+#[derive(Debug)]
+struct Shared {
+    name: String,
+    /// The header page, read-write (the consumer writes its pid, state, read position).
+    header: Mapping,
+    /// The data area, read-only: the consumer can never scribble over records.
+    data: Mapping,
+    tracker: Mutex<ReleaseTracker>,
+}
+
+impl Shared {
+    /// Releases record `seq`; publishes the read position if the released prefix grew.
+    fn release(&self, seq: u64) {
+        // A panic while holding the lock cannot leave the tracker inconsistent (each
+        // method either completes or panics before mutating), so poisoning is ignored.
+        let mut tracker = self.tracker.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(read_pos) = tracker.release(seq) {
+            let h = self.header.header();
+            // Release, partner: the producer's Acquire load of `read_pos` (free_bytes):
+            // our reads of the released records happen before it overwrites them.
+            // Stored under the lock so concurrent releases publish monotonically.
+            h.read_pos.store(read_pos, Ordering::Release);
+            notify(&h.producer_waiting, &h.space_word);
+        }
+    }
+}
+
+/// Owner of one record's ring space; the zero-copy buffers of a batch hold it, and
+/// dropping the last of them gives the space back.
+#[derive(Debug)]
+struct Lease {
+    shared: Arc<Shared>,
+    seq: u64,
+}
+
+impl HoldsMapping for Lease {
+    fn mapping(&self) -> &Mapping {
+        &self.shared.data
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.shared.release(self.seq);
+    }
+}
+
+/// Attaches to a ring by name and yields its batches.
+///
+/// Iterating yields `Ok(batch)` per record, then ends (`None`) at end of stream. A
+/// producer error, a dead producer, or a corrupt segment yields one `Err` and then the
+/// iterator ends. Each batch's buffers point into the shared mapping; its ring space is
+/// given back when the batch (and every array or slice taken from it) is dropped, in
+/// any order.
+#[derive(Debug)]
+pub struct Consumer {
+    shared: Arc<Shared>,
+    capacity: u64,
+    schema: SchemaRef,
+    decoder: BatchDecoder,
+    /// Position of the next unread record.
+    cursor: u64,
+    next_seq: u64,
+    /// Last validated write position.
+    write_pos: u64,
+    producer: ProcessWatch,
+    last_liveness_check: Instant,
+    done: bool,
+    finished: bool,
+    /// Futex sleeps while the ring was empty.
+    blocked_waits: u64,
+    /// Start of the last batch record handed out (the model test checks positions).
+    #[cfg(test)]
+    pub(crate) last_batch_start: u64,
+}
+
+impl Consumer {
+    /// Attaches to ring `name`: maps it, unlinks the name (both sides have it mapped
+    /// now), and reads the schema record.
+    pub fn attach(name: &str) -> Result<Self, RingError> {
+        validate_name(name)?;
+        // The producer creates the object, sizes it, then initialises the header. A
+        // consumer that polls for the name can get in between: wait (bounded) for the
+        // magic, which the producer stores last.
+        let started = Instant::now();
+        let (fd, stat, header) = loop {
+            let (fd, stat) =
+                sys::shm_open_existing(name).map_err(|e| RingError::os("shm_open", name, e))?;
+            let header = if stat.size_bytes >= HEADER_BYTES as u64 {
+                let map = Mapping::map(&fd, 0, HEADER_BYTES, true);
+                Some(map.map_err(|e| RingError::os("mmap", name, e))?)
+            } else {
+                None
+            };
+            // Acquire, partner: the Release store of `magic` in `Producer::create_with`.
+            let initialising =
+                (header.as_ref()).is_none_or(|m| m.header().magic.load(Ordering::Acquire) == 0);
+            if initialising && started.elapsed() < INIT_WAIT {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            break (fd, stat, header);
+        };
+        let corrupt = |detail: String| RingError::corrupt(name, detail);
+        if stat.uid != sys::current_uid() {
+            return Err(corrupt(format!(
+                "segment is owned by uid {}, not by us ({})",
+                stat.uid,
+                sys::current_uid()
+            )));
+        }
+        if stat.mode & 0o077 != 0 {
+            return Err(corrupt(format!(
+                "segment mode {:o} is not private",
+                stat.mode
+            )));
+        }
+        let capacity = stat.size_bytes.saturating_sub(HEADER_BYTES as u64);
+        let header = match header {
+            Some(h)
+                if capacity >= MIN_CAPACITY_BYTES as u64
+                    && capacity <= MAX_CAPACITY_BYTES as u64
+                    && capacity.is_multiple_of(4096) =>
+            {
+                h
+            }
+            _ => {
+                return Err(corrupt(format!(
+                    "segment size {} is invalid",
+                    stat.size_bytes
+                )))
+            }
+        };
+        let h = header.header();
+        // Acquire, partner: the Release store of `magic` in `Producer::create_with`.
+        let magic = h.magic.load(Ordering::Acquire);
+        if magic != RING_MAGIC {
+            return Err(corrupt(format!("bad magic {magic:#018x}")));
+        }
+        let version = h.version.load(Ordering::Relaxed);
+        if version != RING_VERSION {
+            return Err(corrupt(format!(
+                "version {version}, expected {RING_VERSION}"
+            )));
+        }
+        let header_bytes = h.header_bytes.load(Ordering::Relaxed);
+        if header_bytes as usize != HEADER_BYTES {
+            return Err(corrupt(format!("header size {header_bytes}")));
+        }
+        let declared = h.capacity_bytes.load(Ordering::Relaxed);
+        if declared != capacity {
+            return Err(corrupt(format!(
+                "header capacity {declared} disagrees with segment size {}",
+                stat.size_bytes
+            )));
+        }
+        let producer_pid = h.producer_pid.load(Ordering::Relaxed);
+        if producer_pid == 0 {
+            return Err(corrupt("producer pid 0".to_owned()));
+        }
+        // AcqRel, partner: the producer's Acquire loads of `consumer_pid`. Exactly one
+        // consumer can win this.
+        if let Err(pid) = h.consumer_pid.compare_exchange(
+            0,
+            std::process::id(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            return Err(RingError::AlreadyAttached {
+                name: name.to_owned(),
+                pid,
+            });
+        }
+        let data = Mapping::map(&fd, HEADER_BYTES as u64, capacity as usize, false)
+            .map_err(|e| RingError::os("mmap", name, e))?;
+        drop(fd);
+        // Both sides have it mapped: remove the name so that no crash can leave it behind.
+        // ENOENT means the producer already removed it (it gave up on us); harmless.
+        let _ = sys::shm_unlink(name);
+        // Release, partner: the producer's Acquire loads of `consumer_state`.
+        h.consumer_state.store(state::RUNNING, Ordering::Release);
+        notify_always(&h.space_word);
+
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            header,
+            data,
+            tracker: Mutex::new(ReleaseTracker::new(0, 0)),
+        });
+        let mut consumer = Self {
+            shared,
+            capacity,
+            schema: Arc::new(arrow_schema::Schema::empty()),
+            decoder: BatchDecoder::new(Arc::new(arrow_schema::Schema::empty())),
+            cursor: 0,
+            next_seq: 0,
+            write_pos: 0,
+            producer: ProcessWatch::new(producer_pid),
+            last_liveness_check: Instant::now(),
+            done: false,
+            finished: false,
+            blocked_waits: 0,
+            #[cfg(test)]
+            last_batch_start: 0,
+        };
+        let Some((header, offset)) = consumer.next_record(true)? else {
+            unreachable!("blocking next_record returns a record or an error");
+        };
+        if header.kind != RecordKind::Schema {
+            return Err(corrupt(format!(
+                "first record is {:?}, not a schema",
+                header.kind
+            )));
+        }
+        let payload = consumer.copy_payload(offset, header.payload_bytes)?;
+        consumer.consume(header);
+        let schema = Arc::new(decode_schema(&payload).map_err(|e| consumer.decode_error(e))?);
+        consumer.schema = schema.clone();
+        consumer.decoder = BatchDecoder::new(schema);
+        Ok(consumer)
+    }
+
+    /// The stream's schema.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// The ring's name (already removed from `/dev/shm`).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    #[cfg(test)]
+    pub(crate) fn shared_read_pos(&self) -> u64 {
+        self.shared.header.header().read_pos.load(Ordering::Acquire)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    #[cfg(test)]
+    pub(crate) fn points_into_ring(&self, addr: usize) -> bool {
+        self.shared.data.contains(addr)
+    }
+
+    /// Records handed out whose space is not yet covered by the read position
+    /// (batches still alive, or released out of order behind one that is).
+    pub fn outstanding_records(&self) -> usize {
+        self.shared
+            .tracker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .outstanding()
+    }
+
+    /// How many times this consumer went to sleep on an empty ring (a measure of how
+    /// often the executor waited for the daemon).
+    pub fn blocked_waits(&self) -> u64 {
+        self.blocked_waits
+    }
+
+    /// Tells the producer to stop; it sees this at its next push. Iteration ends.
+    pub fn cancel(&mut self) {
+        if !self.done {
+            self.done = true;
+            let h = self.shared.header.header();
+            // Release, partner: the producer's Acquire load in `is_cancelled`.
+            h.consumer_state.store(state::CANCELLED, Ordering::Release);
+            notify_always(&h.space_word);
+        }
+    }
+
+    /// The next batch, without blocking.
+    pub fn try_next(&mut self) -> Result<TryNext, RingError> {
+        self.step(false)
+    }
+
+    fn step(&mut self, blocking: bool) -> Result<TryNext, RingError> {
+        if self.done {
+            return Ok(TryNext::End);
+        }
+        let result = self.step_inner(blocking);
+        if !matches!(result, Ok(TryNext::Batch(_) | TryNext::Empty)) {
+            self.done = true;
+        }
+        result
+    }
+
+    fn step_inner(&mut self, blocking: bool) -> Result<TryNext, RingError> {
+        loop {
+            let Some((header, offset)) = self.next_record(blocking)? else {
+                return Ok(TryNext::Empty);
+            };
+            match header.kind {
+                RecordKind::Padding => self.consume(header),
+                RecordKind::Batch => return self.import_batch(header, offset).map(TryNext::Batch),
+                RecordKind::EndOfStream | RecordKind::Cancel => {
+                    self.consume(header);
+                    self.finished = true;
+                    return Ok(TryNext::End);
+                }
+                RecordKind::Error => {
+                    let text = self.copy_payload(offset, header.payload_bytes)?;
+                    self.consume(header);
+                    return Err(RingError::ProducerFailed {
+                        message: String::from_utf8_lossy(&text).into_owned(),
+                    });
+                }
+                RecordKind::Schema => {
+                    return Err(RingError::corrupt(self.name(), "a second schema record"));
+                }
+            }
+        }
+    }
+
+    /// Registers the record at the cursor as handed out, advances past it and releases
+    /// it at once (records that are not batches hold no lease).
+    fn consume(&mut self, header: RecordHeader) {
+        let seq = header.seq;
+        self.cursor += header.record_bytes();
+        self.next_seq += 1;
+        self.shared
+            .tracker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(seq, self.cursor);
+        self.shared.release(seq);
+    }
+
+    fn import_batch(
+        &mut self,
+        header: RecordHeader,
+        offset: usize,
+    ) -> Result<RecordBatch, RingError> {
+        let seq = header.seq;
+        #[cfg(test)]
+        {
+            self.last_batch_start = self.cursor;
+        }
+        self.cursor += header.record_bytes();
+        self.next_seq += 1;
+        self.shared
+            .tracker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(seq, self.cursor);
+        let lease = Arc::new(Lease {
+            shared: self.shared.clone(),
+            seq,
+        });
+        // The payload starts after the record header; validated in next_record to lie
+        // inside the data area. If the buffer cannot be built, dropping `lease` releases.
+        let payload = sys::zero_copy_buffer(
+            lease,
+            offset + RECORD_HEADER_BYTES,
+            header.payload_bytes as usize,
+        )
+        .ok_or_else(|| RingError::corrupt(self.name(), "payload past the data area"))?;
+        self.decoder
+            .decode(&payload)
+            .map_err(|e| self.decode_error(e))
+    }
+
+    fn decode_error(&self, e: DecodeError) -> RingError {
+        let name = self.shared.name.clone();
+        match e {
+            DecodeError::Corrupt(detail) => RingError::Corrupt { name, detail },
+            DecodeError::Misaligned(detail) => RingError::Misaligned { name, detail },
+            DecodeError::Arrow(source) => RingError::Arrow {
+                op: "decode",
+                name,
+                source,
+            },
+        }
+    }
+
+    /// Copies a (small) payload out of the ring.
+    fn copy_payload(&self, offset: usize, len: u64) -> Result<Vec<u8>, RingError> {
+        let mut out = vec![0u8; len as usize];
+        self.shared
+            .data
+            .read_into(offset + RECORD_HEADER_BYTES, &mut out)
+            .ok_or_else(|| RingError::corrupt(self.name(), "payload past the data area"))?;
+        Ok(out)
+    }
+
+    /// Loads and validates the producer's write position.
+    fn load_write_pos(&mut self) -> Result<u64, RingError> {
+        // Acquire, partner: the Release store of `write_pos` in `Producer::publish`:
+        // the record bytes before that position are visible once we see it.
+        let wp = self
+            .shared
+            .header
+            .header()
+            .write_pos
+            .load(Ordering::Acquire);
+        if wp < self.write_pos || wp > self.cursor + self.capacity || !wp.is_multiple_of(64) {
+            return Err(RingError::corrupt(
+                self.name(),
+                format!(
+                    "write position {wp} outside [{}, {}] or unaligned",
+                    self.write_pos,
+                    self.cursor + self.capacity
+                ),
+            ));
+        }
+        self.write_pos = wp;
+        Ok(wp)
+    }
+
+    /// Waits for the next record and validates its header. Returns the header and the
+    /// record's byte offset in the data area; `None` only when not `blocking`.
+    fn next_record(&mut self, blocking: bool) -> Result<Option<(RecordHeader, usize)>, RingError> {
+        let mut producer_dead = false;
+        loop {
+            if self.cursor < self.write_pos || self.cursor < self.load_write_pos()? {
+                let offset = self.cursor % self.capacity;
+                let available = (self.write_pos - self.cursor).min(self.capacity - offset);
+                let mut raw = [0u8; RECORD_HEADER_BYTES];
+                self.shared
+                    .data
+                    .read_into(offset as usize, &mut raw)
+                    .ok_or_else(|| {
+                        RingError::corrupt(self.name(), "record header past the data area")
+                    })?;
+                let header = RecordHeader::decode(&raw, available, self.next_seq)
+                    .map_err(|detail| RingError::corrupt(self.name(), detail))?;
+                return Ok(Some((header, offset as usize)));
+            }
+            // Empty. The producer's state is stored (Release) after its last publish, so
+            // after an Acquire load of it, re-checking the position sees everything.
+            let shared = self.shared.clone();
+            let h = shared.header.header();
+            let producer_state = h.producer_state.load(Ordering::Acquire);
+            if self.cursor < self.load_write_pos()? {
+                continue;
+            }
+            match producer_state {
+                state::RUNNING => {}
+                state::GONE => {
+                    return Err(RingError::ProducerGone {
+                        name: self.name().to_owned(),
+                    });
+                }
+                other => {
+                    return Err(RingError::corrupt(
+                        self.name(),
+                        format!("producer state {other} with no terminal record"),
+                    ));
+                }
+            }
+            if producer_dead {
+                return Err(RingError::PeerDied {
+                    name: self.name().to_owned(),
+                    peer: Peer::Producer,
+                    pid: self.producer.pid(),
+                });
+            }
+            if !blocking {
+                return Ok(None);
+            }
+            let seen = self.write_pos;
+            let slept = wait_until(&h.consumer_waiting, &h.data_word, LIVENESS_INTERVAL, || {
+                // Acquire, partner: the Release store of `write_pos` in `publish`, or of
+                // `producer_state` in `set_state`.
+                h.write_pos.load(Ordering::Acquire) != seen
+                    || h.producer_state.load(Ordering::Acquire) != state::RUNNING
+            });
+            self.blocked_waits += u64::from(slept);
+            let now = Instant::now();
+            if now.duration_since(self.last_liveness_check) >= LIVENESS_INTERVAL {
+                self.last_liveness_check = now;
+                // Checked once more for records published just before it died.
+                producer_dead = !self.producer.is_alive();
+            }
+        }
+    }
+}
+
+impl Iterator for Consumer {
+    type Item = Result<RecordBatch, RingError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.step(true) {
+            Ok(TryNext::Batch(batch)) => Some(Ok(batch)),
+            Ok(TryNext::End | TryNext::Empty) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        let h = self.shared.header.header();
+        let new_state = if self.finished {
+            state::FINISHED
+        } else {
+            // Dropped before the end: the producer must stop (it sees Cancelled).
+            state::CANCELLED
+        };
+        // Release, partner: the producer's Acquire load in `is_cancelled`.
+        h.consumer_state.store(new_state, Ordering::Release);
+        notify_always(&h.space_word);
+    }
+}

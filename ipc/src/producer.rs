@@ -1,0 +1,440 @@
+//! The producing side of a ring (the IO daemon): creates the segment, pushes batches.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+
+use crate::codec::BatchEncoder;
+use crate::error::{Peer, RingError};
+use crate::layout::{
+    align_up, state, RecordHeader, RecordKind, HEADER_BYTES, RECORD_HEADER_BYTES, RING_MAGIC,
+    RING_VERSION,
+};
+use crate::ring::{
+    notify, notify_always, validate_name, wait_until, RingOptions, LIVENESS_INTERVAL,
+    MAX_ERROR_TEXT_BYTES,
+};
+use crate::sys::{self, Mapping, ProcessWatch};
+
+/// Creates a ring and pushes Arrow batches into it.
+///
+/// The first record is the schema; then one record per [`push`](Self::push); then end of
+/// stream ([`finish`](Self::finish)) or an error text ([`fail`](Self::fail)). Dropping a
+/// producer without either tells the consumer the stream was cut short.
+#[derive(Debug)]
+pub struct Producer {
+    name: String,
+    /// Header page and data area, read-write.
+    mapping: Mapping,
+    capacity: u64,
+    /// Bytes published (local truth; the header copy is only ever set from this).
+    write_pos: u64,
+    /// Last validated read position from the header (monotonic).
+    read_pos: u64,
+    next_seq: u64,
+    encoder: BatchEncoder,
+    schema: SchemaRef,
+    consumer: Option<ProcessWatch>,
+    created_at: Instant,
+    last_liveness_check: Instant,
+    attach_timeout: Duration,
+    /// A terminal record (end of stream, error, cancel acknowledgement) was written.
+    closed: bool,
+    /// Futex sleeps on a full ring.
+    blocked_waits: u64,
+    /// The name was removed from `/dev/shm` (by us or, after attaching, the consumer).
+    unlinked: bool,
+}
+
+impl Producer {
+    /// Creates ring `name` (e.g. from [`unique_name`](crate::unique_name)) with a data
+    /// area of `capacity_bytes` and writes the schema record.
+    pub fn create(name: &str, schema: SchemaRef, capacity_bytes: usize) -> Result<Self, RingError> {
+        Self::create_with(name, schema, &RingOptions::new(capacity_bytes))
+    }
+
+    /// [`create`](Self::create) with all options.
+    pub fn create_with(
+        name: &str,
+        schema: SchemaRef,
+        options: &RingOptions,
+    ) -> Result<Self, RingError> {
+        validate_name(name)?;
+        options.validate()?;
+        let capacity = options.capacity_bytes();
+        let total = HEADER_BYTES + capacity;
+        let (encoder, schema_bytes) =
+            BatchEncoder::new(schema.clone()).map_err(|source| RingError::Arrow {
+                op: "encode",
+                name: name.to_owned(),
+                source,
+            })?;
+        let fd =
+            sys::shm_create(name, total as u64).map_err(|e| RingError::os("shm_open", name, e))?;
+        let mapping = match Mapping::map(&fd, 0, total, true) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = sys::shm_unlink(name);
+                return Err(RingError::os("mmap", name, e));
+            }
+        };
+        drop(fd); // the mapping keeps the object alive
+        let now = Instant::now();
+        let mut producer = Self {
+            name: name.to_owned(),
+            mapping,
+            capacity: capacity as u64,
+            write_pos: 0,
+            read_pos: 0,
+            next_seq: 0,
+            encoder,
+            schema,
+            consumer: None,
+            created_at: now,
+            last_liveness_check: now,
+            attach_timeout: options.attach_timeout(),
+            closed: false,
+            blocked_waits: 0,
+            unlinked: false,
+        };
+        let h = producer.mapping.header();
+        // ftruncate zero-filled the segment: positions, pids and words start at 0.
+        h.version.store(RING_VERSION, Ordering::Relaxed);
+        h.header_bytes.store(HEADER_BYTES as u32, Ordering::Relaxed);
+        h.capacity_bytes.store(capacity as u64, Ordering::Relaxed);
+        h.producer_pid.store(std::process::id(), Ordering::Relaxed);
+        h.producer_state.store(state::RUNNING, Ordering::Relaxed);
+        // Release, partner: the Acquire load of `magic` in `Consumer::attach`: a consumer
+        // that sees the magic sees every identity field above.
+        h.magic.store(RING_MAGIC, Ordering::Release);
+        // The ring is empty, so the schema record fits unless the ring is tiny.
+        if !producer.write_record(RecordKind::Schema, &[&schema_bytes], false)? {
+            return Err(RingError::RecordTooLarge {
+                name: producer.name.clone(),
+                record_bytes: RECORD_HEADER_BYTES as u64 + schema_bytes.len() as u64,
+                capacity_bytes: producer.capacity,
+            });
+        }
+        Ok(producer)
+    }
+
+    /// The ring's name, to hand to the consumer.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The schema every pushed batch must have.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Data area size in bytes.
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// How many times a push slept on a full ring (back-pressure from the consumer).
+    pub fn blocked_waits(&self) -> u64 {
+        self.blocked_waits
+    }
+
+    /// True once the consumer asked to stop (or went away before the end).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(
+            // Acquire, partner: the Release store in `Consumer::cancel` / its drop.
+            self.mapping.header().consumer_state.load(Ordering::Acquire),
+            state::CANCELLED | state::GONE
+        )
+    }
+
+    /// Encodes `batch` straight into ring space, blocking while the ring is full.
+    ///
+    /// Errors: [`RingError::Cancelled`] if the consumer cancelled (checked first, on
+    /// every push), [`RingError::PeerDied`] if it died, [`RingError::NotAttached`] if
+    /// none attached within the attach timeout, [`RingError::RecordTooLarge`] if the
+    /// batch can never fit.
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<(), RingError> {
+        self.push_inner(batch, true).map(|_| ())
+    }
+
+    /// Like [`push`](Self::push) but never blocks: `Ok(false)` if the ring has no room
+    /// right now (the batch was not pushed; try again later).
+    pub fn try_push(&mut self, batch: &RecordBatch) -> Result<bool, RingError> {
+        self.push_inner(batch, false)
+    }
+
+    fn push_inner(&mut self, batch: &RecordBatch, blocking: bool) -> Result<bool, RingError> {
+        self.check_consumer(false)?;
+        let encoded = self
+            .encoder
+            .encode(batch)
+            .map_err(|source| RingError::Arrow {
+                op: "encode",
+                name: self.name.clone(),
+                source,
+            })?;
+        let parts: Vec<&[u8]> = encoded.parts.iter().map(|b| b.as_slice()).collect();
+        debug_assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), encoded.len);
+        self.write_record(RecordKind::Batch, &parts, blocking)
+    }
+
+    /// Tests: the shared header, to corrupt it.
+    #[cfg(test)]
+    pub(crate) fn header(&self) -> &crate::layout::RingHeader {
+        self.mapping.header()
+    }
+
+    /// Tests: writes raw bytes at the next record position and publishes them as if they
+    /// were a record of `len` bytes (a hostile or buggy producer).
+    #[cfg(test)]
+    pub(crate) fn publish_raw(&mut self, bytes: &[u8], len: u64) {
+        let offset = self.write_pos % self.capacity;
+        self.write_at(offset, &[bytes]).unwrap();
+        self.publish(len);
+    }
+
+    /// Blocks until a consumer has attached (or the attach timeout passes).
+    pub fn wait_for_consumer(&mut self) -> Result<(), RingError> {
+        loop {
+            if self.consumer_pid() != 0 {
+                return Ok(());
+            }
+            let h = self.mapping.header();
+            wait_until(
+                &h.producer_waiting,
+                &h.space_word,
+                LIVENESS_INTERVAL,
+                || {
+                    // Acquire, partner: the CAS of `consumer_pid` in `Consumer::attach`.
+                    h.consumer_pid.load(Ordering::Acquire) != 0
+                },
+            );
+            self.check_consumer(true)?;
+        }
+    }
+
+    /// Writes end of stream and waits (bounded by the attach timeout) until the
+    /// consumer has attached, so that the name outlives the producer long enough.
+    pub fn finish(mut self) -> Result<(), RingError> {
+        self.check_consumer(false)?;
+        self.close(RecordKind::EndOfStream, &[], state::FINISHED)
+    }
+
+    /// Sends `message` (the producer's error text, truncated to
+    /// [`MAX_ERROR_TEXT_BYTES`]) to the consumer, which yields it as
+    /// [`RingError::ProducerFailed`], and ends the stream.
+    pub fn fail(mut self, message: &str) -> Result<(), RingError> {
+        let limit = MAX_ERROR_TEXT_BYTES.min(self.capacity as usize - RECORD_HEADER_BYTES);
+        let mut end = message.len().min(limit);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &message.as_bytes()[..end];
+        self.close(RecordKind::Error, &[text], state::FAILED)
+    }
+
+    fn close(
+        &mut self,
+        kind: RecordKind,
+        payload: &[&[u8]],
+        final_state: u32,
+    ) -> Result<(), RingError> {
+        self.write_record(kind, payload, true)?;
+        self.closed = true;
+        self.set_state(final_state);
+        self.wait_for_consumer()
+    }
+
+    fn set_state(&self, new_state: u32) {
+        let h = self.mapping.header();
+        // Release, partner: the Acquire load of `producer_state` in the consumer's
+        // empty-ring check; every record published before is visible with it.
+        h.producer_state.store(new_state, Ordering::Release);
+        notify_always(&h.data_word);
+    }
+
+    fn consumer_pid(&self) -> u32 {
+        // Acquire, partner: the CAS of `consumer_pid` in `Consumer::attach`.
+        self.mapping.header().consumer_pid.load(Ordering::Acquire)
+    }
+
+    /// Cancel and liveness checks. Cheap (one atomic load) unless a liveness interval
+    /// has passed or `force` is set, then it probes the consumer's process.
+    fn check_consumer(&mut self, force: bool) -> Result<(), RingError> {
+        if self.is_cancelled() {
+            if !self.closed {
+                // Acknowledge, best effort (the ring may be full): the consumer ends
+                // its iteration cleanly when it reads this.
+                if self
+                    .write_record(RecordKind::Cancel, &[], false)
+                    .unwrap_or(false)
+                {
+                    self.closed = true;
+                    self.set_state(state::FINISHED);
+                }
+            }
+            return Err(RingError::Cancelled {
+                name: self.name.clone(),
+            });
+        }
+        let now = Instant::now();
+        if !force && now.duration_since(self.last_liveness_check) < LIVENESS_INTERVAL {
+            return Ok(());
+        }
+        self.last_liveness_check = now;
+        let pid = self.consumer_pid();
+        if pid == 0 {
+            let waited = now.duration_since(self.created_at);
+            if waited > self.attach_timeout {
+                return Err(RingError::NotAttached {
+                    name: self.name.clone(),
+                    waited_ms: waited.as_millis() as u64,
+                });
+            }
+            return Ok(());
+        }
+        // The consumer unlinks the name right after mapping it.
+        self.unlinked = true;
+        let watch = self.consumer.get_or_insert_with(|| ProcessWatch::new(pid));
+        if watch.pid() != pid {
+            return Err(RingError::corrupt(&self.name, "consumer pid changed"));
+        }
+        if !watch.is_alive() {
+            return Err(RingError::PeerDied {
+                name: self.name.clone(),
+                peer: Peer::Consumer,
+                pid,
+            });
+        }
+        Ok(())
+    }
+
+    /// Loads and validates the consumer's read position; returns the free bytes.
+    fn free_bytes(&mut self) -> Result<u64, RingError> {
+        // Acquire, partner: the Release store of `read_pos` in the consumer's release:
+        // the consumer's last reads of the space it released happen before we overwrite it.
+        let rp = self.mapping.header().read_pos.load(Ordering::Acquire);
+        if rp < self.read_pos || rp > self.write_pos || !rp.is_multiple_of(64) {
+            return Err(RingError::corrupt(
+                &self.name,
+                format!(
+                    "read position {rp} outside [{}, {}] or unaligned",
+                    self.read_pos, self.write_pos
+                ),
+            ));
+        }
+        self.read_pos = rp;
+        Ok(self.capacity - (self.write_pos - rp))
+    }
+
+    /// Writes one record (header + `parts` concatenated) and publishes it. With
+    /// `blocking == false`, returns `Ok(false)` instead of waiting for space.
+    fn write_record(
+        &mut self,
+        kind: RecordKind,
+        parts: &[&[u8]],
+        blocking: bool,
+    ) -> Result<bool, RingError> {
+        let payload_bytes: usize = parts.iter().map(|p| p.len()).sum();
+        let payload_bytes = payload_bytes as u64;
+        let need = align_up(payload_bytes)
+            .and_then(|p| p.checked_add(RECORD_HEADER_BYTES as u64))
+            .filter(|&n| n <= self.capacity)
+            .ok_or_else(|| RingError::RecordTooLarge {
+                name: self.name.clone(),
+                record_bytes: payload_bytes.saturating_add(RECORD_HEADER_BYTES as u64),
+                capacity_bytes: self.capacity,
+            })?;
+        loop {
+            let offset = self.write_pos % self.capacity;
+            let tail = self.capacity - offset;
+            let free = self.free_bytes()?;
+            if need > tail {
+                // The record would wrap: fill the tail with padding and publish that
+                // alone, so a record of up to the whole capacity can still go in once
+                // the consumer has caught up.
+                if free >= tail {
+                    let pad = RecordHeader {
+                        kind: RecordKind::Padding,
+                        payload_bytes: tail - RECORD_HEADER_BYTES as u64,
+                        seq: self.next_seq,
+                    };
+                    self.write_at(offset, &[&pad.encode()])?;
+                    self.publish(tail);
+                    continue;
+                }
+            } else if free >= need {
+                let header = RecordHeader {
+                    kind,
+                    payload_bytes,
+                    seq: self.next_seq,
+                };
+                let mut pieces = Vec::with_capacity(parts.len() + 1);
+                let encoded = header.encode();
+                pieces.push(&encoded[..]);
+                pieces.extend_from_slice(parts);
+                self.write_at(offset, &pieces)?;
+                self.publish(need);
+                return Ok(true);
+            }
+            if !blocking {
+                return Ok(false);
+            }
+            let h = self.mapping.header();
+            let (write_pos, capacity, wanted) = (self.write_pos, self.capacity, need.min(tail));
+            let seen = self.read_pos;
+            let slept = wait_until(
+                &h.producer_waiting,
+                &h.space_word,
+                LIVENESS_INTERVAL,
+                || {
+                    // Acquire, partner: the consumer's Release store of `read_pos`.
+                    let rp = h.read_pos.load(Ordering::Acquire);
+                    rp != seen && capacity.saturating_sub(write_pos.saturating_sub(rp)) >= wanted
+                    // A cancel must wake us too.
+                    || h.consumer_state.load(Ordering::Acquire) >= state::CANCELLED
+                },
+            );
+            self.blocked_waits += u64::from(slept);
+            self.check_consumer(false)?;
+        }
+    }
+
+    /// Copies `pieces` back to back into the data area at `offset`.
+    fn write_at(&self, offset: u64, pieces: &[&[u8]]) -> Result<(), RingError> {
+        let mut at = HEADER_BYTES + offset as usize;
+        for piece in pieces {
+            self.mapping
+                .write_from(at, piece)
+                .ok_or_else(|| RingError::corrupt(&self.name, "record past the data area"))?;
+            at += piece.len();
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self, record_bytes: u64) {
+        self.write_pos += record_bytes;
+        self.next_seq += 1;
+        let h = self.mapping.header();
+        // Release, partner: the consumer's Acquire load of `write_pos`: the record bytes
+        // written above are visible to it once it sees the new position.
+        h.write_pos.store(self.write_pos, Ordering::Release);
+        notify(&h.consumer_waiting, &h.data_word);
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        if !self.closed {
+            // Tell the consumer the stream was cut short (it reports ProducerGone).
+            self.set_state(state::GONE);
+        }
+        // The consumer unlinks the name once it has mapped it; if none attached, no one
+        // ever will, so remove the name now: nothing may be left in /dev/shm.
+        if !self.unlinked && self.consumer_pid() == 0 {
+            let _ = sys::shm_unlink(&self.name);
+        }
+    }
+}
