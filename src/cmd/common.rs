@@ -7,8 +7,10 @@ use serde_json::{Map, Value};
 
 /// Starts the run record of this process: call before spawning any thread, so that the
 /// inherited counters cover every thread of the run.
-pub(crate) fn start_recording(command: &str) -> RunRecorder {
-    let mut recorder = RunRecorder::start(command, std::env::args().skip(1).collect());
+///
+/// `args` are the command's own arguments (the subcommand's name is `command`).
+pub(crate) fn start_recording(command: &str, args: Vec<String>) -> RunRecorder {
+    let mut recorder = RunRecorder::start(command, args);
     if let Some(revision) = option_env!("RINGSCAN_GIT_REVISION") {
         recorder.set_git_revision(revision);
     }

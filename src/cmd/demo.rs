@@ -45,7 +45,17 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 opts.out.display()
             );
         } else {
-            let recorder = start_recording("generate");
+            let recorder = start_recording(
+                "generate",
+                vec![
+                    name.to_owned(),
+                    "--rows".to_owned(),
+                    opts.rows.to_string(),
+                    "--out".to_owned(),
+                    opts.out.display().to_string(),
+                    "(demo)".to_owned(),
+                ],
+            );
             let summary = run_generator(&opts, false)?;
             println!("\n{}", summary_line(&summary, &opts.out));
             let runs = ringscan_profiling::runs_path(&data);

@@ -244,7 +244,8 @@ pub(crate) fn runs_file(runs: Option<&std::path::Path>, out: &std::path::Path) -
 }
 
 pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
-    let recorder = start_recording("generate");
+    // `ringscan generate <args>`: record the arguments after the subcommand.
+    let recorder = start_recording("generate", std::env::args().skip(2).collect());
     let opts = args.options()?;
     let summary = run_generator(&opts, args.quiet)?;
     if !args.quiet {
