@@ -352,6 +352,13 @@ impl Consumer {
     /// Registers the record at the cursor as handed out, advances past it and releases
     /// it at once (records that are not batches hold no lease).
     fn consume(&mut self, header: RecordHeader) {
+        let seq = self.advance(&header);
+        self.shared.release(seq);
+    }
+
+    /// Moves the cursor past the record and registers it with the release tracker as
+    /// handed out; returns its sequence number.
+    fn advance(&mut self, header: &RecordHeader) -> u64 {
         let seq = header.seq;
         self.cursor += header.record_bytes();
         self.next_seq += 1;
@@ -360,7 +367,7 @@ impl Consumer {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(seq, self.cursor);
-        self.shared.release(seq);
+        seq
     }
 
     fn import_batch(
@@ -368,18 +375,11 @@ impl Consumer {
         header: RecordHeader,
         offset: usize,
     ) -> Result<RecordBatch, RingError> {
-        let seq = header.seq;
         #[cfg(test)]
         {
             self.last_batch_start = self.cursor;
         }
-        self.cursor += header.record_bytes();
-        self.next_seq += 1;
-        self.shared
-            .tracker
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(seq, self.cursor);
+        let seq = self.advance(&header);
         let lease = Arc::new(Lease {
             shared: self.shared.clone(),
             seq,

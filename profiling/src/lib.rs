@@ -46,7 +46,9 @@ mod time;
 
 pub use counters::{CounterKind, CounterSample, CounterScope, CounterSpan, CounterValue, Counters};
 pub use error::ProfilingError;
-pub use record::{summary_of, HostInfo, RunRecord, RunRecorder, StageRecord, RECORD_SCHEMA};
+pub use record::{
+    summary_of, thousands, HostInfo, RunRecord, RunRecorder, StageRecord, RECORD_SCHEMA,
+};
 pub use report::{find_run, format_comparison, format_table, RunLookupError};
 pub use store::{
     append_record, read_records, read_records_counted, runs_path, RecordsRead, MAX_LINE_BYTES,

@@ -226,7 +226,7 @@ pub fn summary_of(c: &CounterSample) -> String {
 }
 
 /// `1234567` -> `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, ch) in digits.chars().enumerate() {

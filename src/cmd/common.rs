@@ -75,15 +75,7 @@ pub(crate) fn parse_count(text: &str) -> Result<u64, String> {
 
 /// `1234567` -> `1,234,567`.
 pub(crate) fn human_count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    ringscan_profiling::thousands(n)
 }
 
 /// `1536` -> `1.5 KiB`.
