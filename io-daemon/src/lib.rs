@@ -1,6 +1,26 @@
 //! `ringscan-io-daemon`: the IO daemon that turns a scan request into pruned, decoded,
 //! filtered Arrow batches in a shared-memory ring.
 //!
-//! Filled by the IO-daemon issue: metadata cache, pruning (partitions, statistics, page
-//! index, bloom filters), the column-chunk scheduler and the decode pipeline.
+//! Built so far: [`prune`], which proves from metadata that files, row groups and pages
+//! hold no row matching a scan's [`Predicate`](ringscan_ipc::msg::Predicate). Still to
+//! come: metadata cache, the column-chunk scheduler and the decode pipeline.
+//!
+//! ```
+//! use ringscan_io_daemon::prune::{PartitionValues, Verdict};
+//! use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
+//!
+//! let pred = Predicate::compare("symbol", CmpOp::Eq, Literal::Utf8("SPY".into()));
+//! let file = PartitionValues::from_relative_path("symbol=QQQ/date=2024-01-02/part-0.parquet");
+//! assert_eq!(file.evaluate(&pred), Verdict::Never);
+//! ```
+//!
+//! For a Parquet file, [`prune::FilePruner`] gives the surviving row groups
+//! ([`row_groups`](prune::FilePruner::row_groups), then
+//! [`bloom_filters`](prune::FilePruner::bloom_filters)) and, per row group, a
+//! `RowSelection` from the page index ([`pages`](prune::FilePruner::pages)).
 #![forbid(unsafe_code)]
+
+pub mod error;
+pub mod prune;
+
+pub use error::PruneError;
