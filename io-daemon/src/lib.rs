@@ -2,8 +2,10 @@
 //! filtered Arrow batches in a shared-memory ring.
 //!
 //! Built so far: [`prune`], which proves from metadata that files, row groups and pages
-//! hold no row matching a scan's [`Predicate`](ringscan_ipc::msg::Predicate). Still to
-//! come: metadata cache, the column-chunk scheduler and the decode pipeline.
+//! hold no row matching a scan's [`Predicate`](ringscan_ipc::msg::Predicate), and
+//! [`scan`], the single-threaded scan path as a library (footer cache, pruning, decode,
+//! filter, projection, limit) feeding a batch callback. Still to come: the column-chunk
+//! scheduler, parallel decode and the shared-memory ring.
 //!
 //! ```
 //! use ringscan_io_daemon::prune::{PartitionValues, Verdict};
@@ -22,5 +24,6 @@
 
 pub mod error;
 pub mod prune;
+pub mod scan;
 
 pub use error::PruneError;

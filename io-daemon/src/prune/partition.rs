@@ -63,6 +63,16 @@ impl PartitionValues {
         self.values.get(column)?.as_deref()
     }
 
+    /// The partition columns in name order, with their decoded values (`None`: unknown).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_deref()))
+    }
+
+    /// Whether `column` is a partition column of this file (even with an unknown value).
+    pub fn contains(&self, column: &str) -> bool {
+        self.values.contains_key(column)
+    }
+
     /// Whether the file's rows can match `pred`, judging by partition values only.
     pub fn evaluate(&self, pred: &Predicate) -> Verdict {
         Verdict::from_can_be_true(evaluate(pred, self).can_be_true())

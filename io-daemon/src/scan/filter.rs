@@ -1,0 +1,413 @@
+//! Evaluating a [`Predicate`] on a decoded batch with Arrow kernels, in SQL three-valued
+//! logic: the result is NULL where the predicate is unknown, and only TRUE rows pass.
+//!
+//! Comparisons are `column op literal` (either side), or `column op column` of one type.
+//! The literal is converted to the column's type; when it is not a value of that type
+//! (`int_col < 2.5`, `int8_col = 300`) the comparison is rewritten exactly
+//! (`int_col <= 2`, FALSE) rather than by casting the column. Floats compare in Arrow's
+//! total order (`-0.0 < +0.0`, NaN equal to itself and above +infinity), as the kernels do.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_arith::boolean::{and_kleene, is_not_null, is_null, not, or_kleene};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Date32Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType, UInt16Type, UInt32Type, UInt8Type,
+};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Datum, Float64Array, Int64Array, LargeStringArray, RecordBatch,
+    Scalar, StringArray, StringViewArray, UInt64Array,
+};
+use arrow_buffer::BooleanBuffer;
+use arrow_schema::{ArrowError, DataType, TimeUnit};
+use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+
+use super::ScanError;
+
+type Kernel = fn(&dyn Datum, &dyn Datum) -> Result<BooleanArray, ArrowError>;
+
+/// Evaluate `pred` on every row of `batch` (whose columns are named as in the predicate).
+pub(crate) fn evaluate(
+    pred: &Predicate,
+    batch: &RecordBatch,
+    file: &Path,
+) -> Result<BooleanArray, ScanError> {
+    Eval { batch, file }.eval(pred)
+}
+
+struct Eval<'a> {
+    batch: &'a RecordBatch,
+    file: &'a Path,
+}
+
+/// A numeric literal: an exact rational `n / d` (`d > 0`) or a float.
+#[derive(Debug, Clone, Copy)]
+enum Num {
+    Ratio(i128, i128),
+    Float(f64),
+}
+
+/// `integer_column op literal`, rewritten so that the literal is a value of the column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IntCmp {
+    /// The same for every non-NULL row.
+    Const(bool),
+    Cmp(CmpOp, i128),
+}
+
+fn flip(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Lt => CmpOp::Gt,
+        CmpOp::LtEq => CmpOp::GtEq,
+        CmpOp::Gt => CmpOp::Lt,
+        CmpOp::GtEq => CmpOp::LtEq,
+        o => o,
+    }
+}
+
+fn kernel(op: CmpOp) -> Kernel {
+    match op {
+        CmpOp::Eq => arrow_ord::cmp::eq,
+        CmpOp::NotEq => arrow_ord::cmp::neq,
+        CmpOp::Lt => arrow_ord::cmp::lt,
+        CmpOp::LtEq => arrow_ord::cmp::lt_eq,
+        CmpOp::Gt => arrow_ord::cmp::gt,
+        CmpOp::GtEq => arrow_ord::cmp::gt_eq,
+    }
+}
+
+/// Rewrite `column op num` for a column holding integers in `lo..=hi`.
+fn int_cmp(op: CmpOp, num: Num, lo: i128, hi: i128) -> IntCmp {
+    let (floor, ceil) = match num {
+        Num::Ratio(n, d) => (n.div_euclid(d), -(-n).div_euclid(d)),
+        // NaN is unordered with every integer: only `<>` holds.
+        Num::Float(f) if f.is_nan() => return IntCmp::Const(op == CmpOp::NotEq),
+        // `as` saturates, which keeps huge values and infinities outside `lo..=hi`.
+        Num::Float(f) => (f.floor() as i128, f.ceil() as i128),
+    };
+    if floor == ceil && (lo..=hi).contains(&floor) {
+        return IntCmp::Cmp(op, floor);
+    }
+    // The literal is not a value of the column's type.
+    match op {
+        CmpOp::Eq => IntCmp::Const(false),
+        CmpOp::NotEq => IntCmp::Const(true),
+        CmpOp::Lt | CmpOp::LtEq if floor < lo => IntCmp::Const(false),
+        CmpOp::Lt | CmpOp::LtEq if floor >= hi => IntCmp::Const(true),
+        CmpOp::Lt | CmpOp::LtEq => IntCmp::Cmp(CmpOp::LtEq, floor),
+        CmpOp::Gt | CmpOp::GtEq if ceil > hi => IntCmp::Const(false),
+        CmpOp::Gt | CmpOp::GtEq if ceil <= lo => IntCmp::Const(true),
+        CmpOp::Gt | CmpOp::GtEq => IntCmp::Cmp(CmpOp::GtEq, ceil),
+    }
+}
+
+/// `value` for every row, NULL where `nulls_of` is NULL.
+fn constant(value: bool, nulls_of: &dyn Array) -> BooleanArray {
+    let len = nulls_of.len();
+    let values = if value {
+        BooleanBuffer::new_set(len)
+    } else {
+        BooleanBuffer::new_unset(len)
+    };
+    BooleanArray::new(values, nulls_of.logical_nulls())
+}
+
+fn all(value: bool, len: usize) -> BooleanArray {
+    BooleanArray::from(vec![value; len])
+}
+
+impl Eval<'_> {
+    fn arrow(&self, e: ArrowError) -> ScanError {
+        ScanError::Arrow {
+            file: self.file.to_path_buf(),
+            source: e,
+        }
+    }
+
+    fn unsupported(&self, reason: String) -> ScanError {
+        ScanError::Unsupported {
+            file: self.file.to_path_buf(),
+            reason,
+        }
+    }
+
+    fn column(&self, name: &str) -> Result<&ArrayRef, ScanError> {
+        self.batch
+            .column_by_name(name)
+            .ok_or_else(|| ScanError::UnknownColumn {
+                file: self.file.to_path_buf(),
+                column: name.to_owned(),
+            })
+    }
+
+    fn eval(&self, pred: &Predicate) -> Result<BooleanArray, ScanError> {
+        let len = self.batch.num_rows();
+        match pred {
+            Predicate::Compare { left, op, right } => self.compare_operands(left, *op, right),
+            Predicate::And(v) => v.iter().try_fold(all(true, len), |acc, p| {
+                and_kleene(&acc, &self.eval(p)?).map_err(|e| self.arrow(e))
+            }),
+            Predicate::Or(v) => v.iter().try_fold(all(false, len), |acc, p| {
+                or_kleene(&acc, &self.eval(p)?).map_err(|e| self.arrow(e))
+            }),
+            Predicate::Not(p) => not(&self.eval(p)?).map_err(|e| self.arrow(e)),
+            Predicate::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let name = self.operand_column(expr, "IN")?;
+                let any = list.iter().try_fold(all(false, len), |acc, lit| {
+                    let eq = self.compare(name, CmpOp::Eq, lit)?;
+                    or_kleene(&acc, &eq).map_err(|e| self.arrow(e))
+                })?;
+                self.negate_if(any, *negated)
+            }
+            Predicate::Between {
+                expr,
+                low,
+                high,
+                negated,
+            } => {
+                let name = self.operand_column(expr, "BETWEEN")?;
+                let ge = self.compare(name, CmpOp::GtEq, low)?;
+                let le = self.compare(name, CmpOp::LtEq, high)?;
+                let both = and_kleene(&ge, &le).map_err(|e| self.arrow(e))?;
+                self.negate_if(both, *negated)
+            }
+            Predicate::IsNull { expr, negated } => {
+                let column = self.column(self.operand_column(expr, "IS NULL")?)?;
+                if *negated {
+                    is_not_null(column.as_ref())
+                } else {
+                    is_null(column.as_ref())
+                }
+                .map_err(|e| self.arrow(e))
+            }
+        }
+    }
+
+    fn negate_if(&self, a: BooleanArray, negated: bool) -> Result<BooleanArray, ScanError> {
+        if negated {
+            not(&a).map_err(|e| self.arrow(e))
+        } else {
+            Ok(a)
+        }
+    }
+
+    fn operand_column<'p>(&self, expr: &'p Operand, what: &str) -> Result<&'p str, ScanError> {
+        match expr {
+            Operand::Column(c) => Ok(c),
+            Operand::Literal(l) => Err(self.unsupported(format!("{what} on a literal ({l:?})"))),
+        }
+    }
+
+    fn compare_operands(
+        &self,
+        left: &Operand,
+        op: CmpOp,
+        right: &Operand,
+    ) -> Result<BooleanArray, ScanError> {
+        match (left, right) {
+            (Operand::Column(c), Operand::Literal(l)) => self.compare(c, op, l),
+            (Operand::Literal(l), Operand::Column(c)) => self.compare(c, flip(op), l),
+            (Operand::Column(a), Operand::Column(b)) => {
+                let (x, y) = (self.column(a)?, self.column(b)?);
+                if x.data_type() != y.data_type() {
+                    return Err(self.unsupported(format!(
+                        "comparing columns of different types: {a} ({}) and {b} ({})",
+                        x.data_type(),
+                        y.data_type()
+                    )));
+                }
+                kernel(op)(x, y).map_err(|e| self.arrow(e))
+            }
+            (Operand::Literal(a), Operand::Literal(b)) => {
+                Err(self.unsupported(format!("comparing two literals ({a:?}, {b:?})")))
+            }
+        }
+    }
+
+    /// `column op lit`.
+    fn compare(&self, name: &str, op: CmpOp, lit: &Literal) -> Result<BooleanArray, ScanError> {
+        let column = self.column(name)?;
+        if *lit == Literal::Null {
+            return Ok(BooleanArray::new_null(column.len()));
+        }
+        let mismatch = || ScanError::TypeMismatch {
+            file: self.file.to_path_buf(),
+            column: name.to_owned(),
+            data_type: column.data_type().clone(),
+            literal: lit.clone(),
+        };
+        let run = |col: &dyn Datum, scalar: &dyn Datum, op: CmpOp| {
+            kernel(op)(col, scalar).map_err(|e| self.arrow(e))
+        };
+        let dt = column.data_type();
+        match dt {
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Date32
+            | DataType::Timestamp(..) => {
+                let num = numeric_literal(dt, lit).ok_or_else(mismatch)?;
+                self.compare_integers(column, op, num)
+            }
+            DataType::Float32 | DataType::Float64 => {
+                let v = match lit {
+                    Literal::Int(i) => *i as f64,
+                    Literal::UInt(u) => *u as f64,
+                    Literal::Float(f) => *f,
+                    _ => return Err(mismatch()),
+                };
+                let col: Float64Array = match dt {
+                    DataType::Float32 => column.as_primitive::<Float32Type>().unary(f64::from),
+                    _ => column.as_primitive::<Float64Type>().clone(),
+                };
+                run(&col, &Scalar::new(Float64Array::from(vec![v])), op)
+            }
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                let Literal::Utf8(s) = lit else {
+                    return Err(mismatch());
+                };
+                let scalar: ArrayRef = match dt {
+                    DataType::Utf8 => Arc::new(StringArray::from(vec![s.as_str()])),
+                    DataType::LargeUtf8 => Arc::new(LargeStringArray::from(vec![s.as_str()])),
+                    _ => Arc::new(StringViewArray::from(vec![s.as_str()])),
+                };
+                run(column, &Scalar::new(scalar), op)
+            }
+            DataType::Boolean => {
+                let Literal::Bool(b) = lit else {
+                    return Err(mismatch());
+                };
+                run(column, &Scalar::new(BooleanArray::from(vec![*b])), op)
+            }
+            other => Err(self.unsupported(format!(
+                "column {name}: comparisons on {other} are not supported"
+            ))),
+        }
+    }
+
+    fn compare_integers(
+        &self,
+        column: &ArrayRef,
+        op: CmpOp,
+        num: Num,
+    ) -> Result<BooleanArray, ScanError> {
+        let (col, lo, hi): (ArrayRef, i128, i128) = match column.data_type() {
+            DataType::UInt64 => (Arc::clone(column), 0, u64::MAX.into()),
+            _ => (Arc::new(to_i64(column)), i64::MIN.into(), i64::MAX.into()),
+        };
+        match int_cmp(op, num, lo, hi) {
+            IntCmp::Const(v) => Ok(constant(v, column.as_ref())),
+            IntCmp::Cmp(op, k) => {
+                let scalar: ArrayRef = match col.data_type() {
+                    DataType::UInt64 => Arc::new(UInt64Array::from(vec![
+                        u64::try_from(k).expect("k is in 0..=u64::MAX")
+                    ])),
+                    _ => Arc::new(Int64Array::from(vec![
+                        i64::try_from(k).expect("k is in the i64 range")
+                    ])),
+                };
+                kernel(op)(&col, &Scalar::new(scalar)).map_err(|e| self.arrow(e))
+            }
+        }
+    }
+}
+
+/// The literal as a number in the column's unit, `None` when the types do not compare.
+fn numeric_literal(dt: &DataType, lit: &Literal) -> Option<Num> {
+    let exact = |v: i128| Some(Num::Ratio(v, 1));
+    match (dt, lit) {
+        (DataType::Date32, Literal::Date32(d)) => exact((*d).into()),
+        (DataType::Date32, Literal::Int(i)) => exact((*i).into()),
+        (DataType::Date32, _) => None,
+        (DataType::Timestamp(unit, _), Literal::TimestampMicros(us)) => {
+            let us = i128::from(*us);
+            Some(match unit {
+                TimeUnit::Second => Num::Ratio(us, 1_000_000),
+                TimeUnit::Millisecond => Num::Ratio(us, 1_000),
+                TimeUnit::Microsecond => Num::Ratio(us, 1),
+                TimeUnit::Nanosecond => Num::Ratio(us * 1_000, 1),
+            })
+        }
+        (DataType::Timestamp(..), _) => None,
+        (_, Literal::Int(i)) => exact((*i).into()),
+        (_, Literal::UInt(u)) => exact((*u).into()),
+        (_, Literal::Float(f)) => Some(Num::Float(*f)),
+        _ => None,
+    }
+}
+
+/// Integer-like columns (all but UInt64) widened to Int64, exactly.
+fn to_i64(column: &ArrayRef) -> Int64Array {
+    match column.data_type() {
+        DataType::Int8 => column.as_primitive::<Int8Type>().unary(i64::from),
+        DataType::Int16 => column.as_primitive::<Int16Type>().unary(i64::from),
+        DataType::Int32 => column.as_primitive::<Int32Type>().unary(i64::from),
+        DataType::UInt8 => column.as_primitive::<UInt8Type>().unary(i64::from),
+        DataType::UInt16 => column.as_primitive::<UInt16Type>().unary(i64::from),
+        DataType::UInt32 => column.as_primitive::<UInt32Type>().unary(i64::from),
+        DataType::Date32 => column.as_primitive::<Date32Type>().unary(i64::from),
+        DataType::Timestamp(TimeUnit::Second, _) => column
+            .as_primitive::<TimestampSecondType>()
+            .reinterpret_cast::<Int64Type>(),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => column
+            .as_primitive::<TimestampMillisecondType>()
+            .reinterpret_cast::<Int64Type>(),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => column
+            .as_primitive::<TimestampMicrosecondType>()
+            .reinterpret_cast::<Int64Type>(),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => column
+            .as_primitive::<TimestampNanosecondType>()
+            .reinterpret_cast::<Int64Type>(),
+        _ => column.as_primitive::<Int64Type>().clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_literals_outside_the_column_type() {
+        let (lo, hi) = (i128::from(i64::MIN), i128::from(i64::MAX));
+        assert_eq!(
+            int_cmp(CmpOp::Lt, Num::Float(2.5), lo, hi),
+            IntCmp::Cmp(CmpOp::LtEq, 2)
+        );
+        assert_eq!(
+            int_cmp(CmpOp::Gt, Num::Float(-2.5), lo, hi),
+            IntCmp::Cmp(CmpOp::GtEq, -2)
+        );
+        assert_eq!(
+            int_cmp(CmpOp::Eq, Num::Float(2.5), lo, hi),
+            IntCmp::Const(false)
+        );
+        assert_eq!(
+            int_cmp(CmpOp::Lt, Num::Ratio(u64::MAX.into(), 1), lo, hi),
+            IntCmp::Const(true)
+        );
+        assert_eq!(
+            int_cmp(CmpOp::GtEq, Num::Float(f64::NEG_INFINITY), lo, hi),
+            IntCmp::Const(true)
+        );
+        assert_eq!(
+            int_cmp(CmpOp::LtEq, Num::Ratio(-1501, 1000), lo, hi),
+            IntCmp::Cmp(CmpOp::LtEq, -2)
+        );
+        assert_eq!(
+            int_cmp(CmpOp::NotEq, Num::Float(f64::NAN), lo, hi),
+            IntCmp::Const(true)
+        );
+    }
+}

@@ -1,0 +1,369 @@
+//! Differential property test of the scan path: random files (small row groups and pages,
+//! page statistics and bloom filters on), random predicates, projections and limits; the
+//! scan must return exactly the rows, in order, of a naive reference that reads the whole
+//! file without pruning and evaluates the predicate row by row (SQL NULL semantics, floats
+//! in total order like Arrow's kernels).
+
+mod common;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use common::{eval_row, FloatSemantics, Value};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use proptest::prelude::*;
+use ringscan_io_daemon::scan::{scan_files, MetadataCache, ScanSpec};
+use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+
+/// A cell as compared: floats by bit pattern, so NaN equals NaN and -0 differs from +0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cell {
+    Null,
+    I(i64),
+    F(u64),
+    S(String),
+}
+
+impl Cell {
+    fn value(&self) -> Value {
+        match self {
+            Cell::Null => Value::Null,
+            Cell::I(v) => Value::Int((*v).into()),
+            Cell::F(b) => Value::Float(f64::from_bits(*b)),
+            Cell::S(s) => Value::Str(s.clone()),
+        }
+    }
+}
+
+fn cell(column: &dyn Array, row: usize) -> Cell {
+    if column.is_null(row) {
+        return Cell::Null;
+    }
+    match column.data_type() {
+        DataType::Int64 => Cell::I(column.as_primitive::<Int64Type>().value(row)),
+        DataType::Float64 => Cell::F(column.as_primitive::<Float64Type>().value(row).to_bits()),
+        DataType::Utf8 => Cell::S(column.as_string::<i32>().value(row).to_owned()),
+        other => panic!("unexpected type {other}"),
+    }
+}
+
+/// Rows of `batches`, each as the cells of `columns` (by name) in order.
+fn rows_of(batches: &[RecordBatch], columns: &[String]) -> Vec<Vec<Cell>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let cols: Vec<&ArrayRef> = columns
+            .iter()
+            .map(|c| b.column_by_name(c).expect("column"))
+            .collect();
+        for r in 0..b.num_rows() {
+            out.push(cols.iter().map(|c| cell(c.as_ref(), r)).collect());
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone)]
+struct Rows {
+    i: Vec<Option<i64>>,
+    f: Vec<Option<f64>>,
+    s: Vec<Option<String>>,
+}
+
+#[derive(Debug, Clone)]
+struct Layout {
+    row_group_rows: usize,
+    page_rows: usize,
+    dictionary: bool,
+}
+
+const FLOATS: [f64; 10] = [
+    -2.5,
+    -1.0,
+    -0.0,
+    0.0,
+    1.0,
+    2.5,
+    3.0,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::NAN,
+];
+
+fn float_value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        prop::sample::select(FLOATS.to_vec()),
+        Just(-f64::NAN),
+        (-5i32..5).prop_map(f64::from),
+    ]
+}
+
+fn string_value() -> impl Strategy<Value = String> {
+    "[abz]{0,9}"
+}
+
+fn rows() -> impl Strategy<Value = Rows> {
+    (0usize..60).prop_flat_map(|n| {
+        (
+            prop::collection::vec(prop::option::weighted(0.85, -20i64..20), n),
+            prop::collection::vec(prop::option::weighted(0.85, float_value()), n),
+            prop::collection::vec(prop::option::weighted(0.85, string_value()), n),
+        )
+            .prop_map(|(i, f, s)| Rows { i, f, s })
+    })
+}
+
+fn layout() -> impl Strategy<Value = Layout> {
+    (1usize..20, 1usize..8, any::<bool>()).prop_map(|(row_group_rows, page_rows, dictionary)| {
+        Layout {
+            row_group_rows,
+            page_rows,
+            dictionary,
+        }
+    })
+}
+
+fn literal_for(column: &'static str) -> BoxedStrategy<Literal> {
+    let null = Just(Literal::Null);
+    match column {
+        "i" => prop_oneof![
+            6 => (-22i64..22).prop_map(Literal::Int),
+            4 => (-44i32..44).prop_map(|h| Literal::Float(f64::from(h) / 2.0)),
+            1 => prop::sample::select(vec![i64::MIN, i64::MAX]).prop_map(Literal::Int),
+            1 => Just(Literal::UInt(u64::MAX)),
+            1 => null,
+        ]
+        .boxed(),
+        "f" => prop_oneof![
+            6 => float_value().prop_map(Literal::Float),
+            2 => (-5i64..5).prop_map(Literal::Int),
+            1 => null,
+        ]
+        .boxed(),
+        _ => prop_oneof![8 => string_value().prop_map(Literal::Utf8), 1 => null].boxed(),
+    }
+}
+
+fn op() -> impl Strategy<Value = CmpOp> {
+    prop::sample::select(vec![
+        CmpOp::Eq,
+        CmpOp::NotEq,
+        CmpOp::Lt,
+        CmpOp::LtEq,
+        CmpOp::Gt,
+        CmpOp::GtEq,
+    ])
+}
+
+fn leaf() -> impl Strategy<Value = Predicate> {
+    prop::sample::select(vec!["i", "f", "s"]).prop_flat_map(|c| {
+        let col = Operand::Column(c.to_owned());
+        prop_oneof![
+            4 => (op(), literal_for(c), any::<bool>()).prop_map({
+                let col = col.clone();
+                move |(op, lit, flip)| {
+                    let lit = Operand::Literal(lit);
+                    if flip {
+                        Predicate::Compare { left: lit, op, right: col.clone() }
+                    } else {
+                        Predicate::Compare { left: col.clone(), op, right: lit }
+                    }
+                }
+            }),
+            1 => (prop::collection::vec(literal_for(c), 0..4), any::<bool>()).prop_map({
+                let col = col.clone();
+                move |(list, negated)| Predicate::InList { expr: col.clone(), list, negated }
+            }),
+            1 => (literal_for(c), literal_for(c), any::<bool>()).prop_map({
+                let col = col.clone();
+                move |(low, high, negated)| Predicate::Between { expr: col.clone(), low, high, negated }
+            }),
+            1 => any::<bool>().prop_map(move |negated| Predicate::IsNull { expr: col.clone(), negated }),
+        ]
+    })
+}
+
+fn predicate() -> impl Strategy<Value = Predicate> {
+    leaf().prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Predicate::And),
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Predicate::Or),
+            inner.prop_map(|p| Predicate::Not(Box::new(p))),
+        ]
+    })
+}
+
+fn projection() -> impl Strategy<Value = Option<Vec<String>>> {
+    prop::option::weighted(
+        0.8,
+        prop::sample::subsequence(vec!["i", "f", "s"], 0..=3)
+            .prop_shuffle()
+            .prop_map(|v| v.into_iter().map(str::to_owned).collect()),
+    )
+}
+
+fn write(dir: &Path, rows: &Rows, layout: &Layout) -> PathBuf {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("i", DataType::Int64, true),
+        Field::new("f", DataType::Float64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(rows.i.clone())),
+        Arc::new(Float64Array::from(rows.f.clone())),
+        Arc::new(StringArray::from(rows.s.clone())),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns).expect("batch");
+    let props = WriterProperties::builder()
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(layout.row_group_rows))
+        .set_data_page_row_count_limit(layout.page_rows)
+        .set_write_batch_size(layout.page_rows)
+        .set_dictionary_enabled(layout.dictionary)
+        .set_bloom_filter_enabled(true)
+        .build();
+    let path = dir.join("data.parquet");
+    let file = File::create(&path).expect("create");
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    path
+}
+
+/// The whole file, no pruning, filtered row by row, projected.
+fn reference(path: &Path, pred: Option<&Predicate>, projection: &[String]) -> Vec<Vec<Cell>> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).expect("open"))
+        .expect("builder")
+        .build()
+        .expect("reader");
+    let batches: Vec<RecordBatch> = reader.map(|b| b.expect("batch")).collect();
+    let all = ["i", "f", "s"].map(str::to_owned);
+    rows_of(&batches, &all)
+        .into_iter()
+        .filter(|row| {
+            pred.is_none_or(|p| {
+                let lookup = |c: &str| row[all.iter().position(|a| a == c).expect("col")].value();
+                eval_row(p, &lookup, FloatSemantics::Total) == Some(true)
+            })
+        })
+        .map(|row| {
+            projection
+                .iter()
+                .map(|c| row[all.iter().position(|a| a == c).expect("col")].clone())
+                .collect()
+        })
+        .collect()
+}
+
+fn check(
+    rows: &Rows,
+    layout: &Layout,
+    pred: Option<&Predicate>,
+    projection: Option<&[String]>,
+    limit: Option<u64>,
+    batch_size: usize,
+) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(dir.path(), rows, layout);
+    let columns: Vec<String> = projection.map_or_else(
+        || ["i", "f", "s"].map(str::to_owned).to_vec(),
+        <[String]>::to_vec,
+    );
+    let mut expected = reference(&path, pred, &columns);
+    if let Some(l) = limit {
+        expected.truncate(usize::try_from(l).expect("limit"));
+    }
+
+    let cache = MetadataCache::new(1 << 20);
+    let files = [path];
+    let spec = ScanSpec {
+        table_root: dir.path(),
+        files: &files,
+        projection,
+        predicate: pred,
+        limit,
+        batch_size,
+    };
+    let mut batches = Vec::new();
+    let summary = scan_files(&spec, &cache, &mut |b: RecordBatch| {
+        batches.push(b);
+        Ok(true)
+    })
+    .map_err(|e| TestCaseError::fail(format!("scan failed: {e:?}")))?;
+    for b in &batches {
+        let names: Vec<&String> = b.schema_ref().fields().iter().map(|f| f.name()).collect();
+        prop_assert_eq!(names, columns.iter().collect::<Vec<_>>());
+        prop_assert!(b.num_rows() <= batch_size);
+    }
+    let got = rows_of(&batches, &columns);
+    prop_assert_eq!(&got, &expected);
+    prop_assert_eq!(summary.rows_emitted, expected.len() as u64);
+    prop_assert!(summary.rows_decoded >= summary.rows_emitted);
+    prop_assert!(summary.rows_decoded <= rows.i.len() as u64);
+    // A zero limit reads nothing, not even the footer.
+    prop_assert_eq!(summary.files_considered, u64::from(limit != Some(0)));
+    prop_assert!(summary.row_groups_pruned <= summary.row_groups_considered);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn scan_matches_naive_reference(
+        rows in rows(),
+        layout in layout(),
+        pred in prop::option::weighted(0.9, predicate()),
+        projection in projection(),
+        limit in prop::option::weighted(0.3, 0u64..70),
+        batch_size in 1usize..16,
+    ) {
+        check(&rows, &layout, pred.as_ref(), projection.as_deref(), limit, batch_size)?;
+    }
+}
+
+/// Signed zeros and NaNs of both signs against every operator, in one-row pages.
+#[test]
+fn floats_in_total_order() {
+    let f = vec![
+        Some(-0.0),
+        Some(0.0),
+        Some(1.0),
+        None,
+        Some(f64::NAN),
+        Some(-f64::NAN),
+        Some(f64::INFINITY),
+    ];
+    let n = f.len();
+    let rows = Rows {
+        i: vec![Some(0); n],
+        f,
+        s: vec![None; n],
+    };
+    let layout = Layout {
+        row_group_rows: 2,
+        page_rows: 1,
+        dictionary: false,
+    };
+    for lit in [-0.0, 0.0, 1.0, f64::NAN, -f64::NAN] {
+        for op in [
+            CmpOp::Eq,
+            CmpOp::NotEq,
+            CmpOp::Lt,
+            CmpOp::LtEq,
+            CmpOp::Gt,
+            CmpOp::GtEq,
+        ] {
+            let p = Predicate::compare("f", op, Literal::Float(lit));
+            check(&rows, &layout, Some(&p), None, None, 3).expect("plain");
+            let p = Predicate::Not(Box::new(p));
+            check(&rows, &layout, Some(&p), None, None, 3).expect("negated");
+        }
+    }
+}
