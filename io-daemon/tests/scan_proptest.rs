@@ -20,7 +20,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use proptest::prelude::*;
 use ringscan_io_daemon::scan::{scan_files, MetadataCache, ScanSpec};
-use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
 
 /// A cell as compared: floats by bit pattern, so NaN equals NaN and -0 differs from +0.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,53 +150,8 @@ fn literal_for(column: &'static str) -> BoxedStrategy<Literal> {
     }
 }
 
-fn op() -> impl Strategy<Value = CmpOp> {
-    prop::sample::select(vec![
-        CmpOp::Eq,
-        CmpOp::NotEq,
-        CmpOp::Lt,
-        CmpOp::LtEq,
-        CmpOp::Gt,
-        CmpOp::GtEq,
-    ])
-}
-
-fn leaf() -> impl Strategy<Value = Predicate> {
-    prop::sample::select(vec!["i", "f", "s"]).prop_flat_map(|c| {
-        let col = Operand::Column(c.to_owned());
-        prop_oneof![
-            4 => (op(), literal_for(c), any::<bool>()).prop_map({
-                let col = col.clone();
-                move |(op, lit, flip)| {
-                    let lit = Operand::Literal(lit);
-                    if flip {
-                        Predicate::Compare { left: lit, op, right: col.clone() }
-                    } else {
-                        Predicate::Compare { left: col.clone(), op, right: lit }
-                    }
-                }
-            }),
-            1 => (prop::collection::vec(literal_for(c), 0..4), any::<bool>()).prop_map({
-                let col = col.clone();
-                move |(list, negated)| Predicate::InList { expr: col.clone(), list, negated }
-            }),
-            1 => (literal_for(c), literal_for(c), any::<bool>()).prop_map({
-                let col = col.clone();
-                move |(low, high, negated)| Predicate::Between { expr: col.clone(), low, high, negated }
-            }),
-            1 => any::<bool>().prop_map(move |negated| Predicate::IsNull { expr: col.clone(), negated }),
-        ]
-    })
-}
-
 fn predicate() -> impl Strategy<Value = Predicate> {
-    leaf().prop_recursive(3, 12, 3, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..3).prop_map(Predicate::And),
-            prop::collection::vec(inner.clone(), 0..3).prop_map(Predicate::Or),
-            inner.prop_map(|p| Predicate::Not(Box::new(p))),
-        ]
-    })
+    common::predicate_over(vec!["i", "f", "s"], literal_for)
 }
 
 fn projection() -> impl Strategy<Value = Option<Vec<String>>> {

@@ -7,6 +7,7 @@ use std::fs::File;
 
 use parquet::arrow::arrow_reader::RowSelection;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use proptest::prelude::*;
 use ringscan_io_daemon::prune::FilePruner;
 use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
 
@@ -232,4 +233,63 @@ pub(crate) fn prune_file(file: &File, meta: &ParquetMetaData, pred: &Predicate) 
         bloom_pruned: by_bloom.pruned,
         pages_skipped,
     }
+}
+
+/// Any comparison operator.
+pub(crate) fn op() -> impl Strategy<Value = CmpOp> {
+    prop::sample::select(vec![
+        CmpOp::Eq,
+        CmpOp::NotEq,
+        CmpOp::Lt,
+        CmpOp::LtEq,
+        CmpOp::Gt,
+        CmpOp::GtEq,
+    ])
+}
+
+/// One leaf predicate on one of `columns`, with literals from `literal_for(column)`:
+/// comparisons (either side), IN lists, BETWEEN, IS [NOT] NULL.
+fn leaf(
+    columns: Vec<&'static str>,
+    literal_for: fn(&'static str) -> BoxedStrategy<Literal>,
+) -> impl Strategy<Value = Predicate> {
+    prop::sample::select(columns).prop_flat_map(move |c| {
+        let col = Operand::Column(c.to_owned());
+        prop_oneof![
+            4 => (op(), literal_for(c), any::<bool>()).prop_map({
+                let col = col.clone();
+                move |(op, lit, flip)| {
+                    let lit = Operand::Literal(lit);
+                    if flip {
+                        Predicate::Compare { left: lit, op, right: col.clone() }
+                    } else {
+                        Predicate::Compare { left: col.clone(), op, right: lit }
+                    }
+                }
+            }),
+            1 => (prop::collection::vec(literal_for(c), 0..4), any::<bool>()).prop_map({
+                let col = col.clone();
+                move |(list, negated)| Predicate::InList { expr: col.clone(), list, negated }
+            }),
+            1 => (literal_for(c), literal_for(c), any::<bool>()).prop_map({
+                let col = col.clone();
+                move |(low, high, negated)| Predicate::Between { expr: col.clone(), low, high, negated }
+            }),
+            1 => any::<bool>().prop_map(move |negated| Predicate::IsNull { expr: col.clone(), negated }),
+        ]
+    })
+}
+
+/// Random predicate trees up to three levels of AND / OR / NOT over `leaf`s.
+pub(crate) fn predicate_over(
+    columns: Vec<&'static str>,
+    literal_for: fn(&'static str) -> BoxedStrategy<Literal>,
+) -> impl Strategy<Value = Predicate> {
+    leaf(columns, literal_for).prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Predicate::And),
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Predicate::Or),
+            inner.prop_map(|p| Predicate::Not(Box::new(p))),
+        ]
+    })
 }
