@@ -46,9 +46,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod bench;
+pub mod client;
 mod codec;
 mod consumer;
 mod error;
+mod info;
 mod layout;
 pub mod msg;
 mod producer;

@@ -24,6 +24,10 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub use crate::info::{
+    decode_schema, encode_schema, CacheStatus, DaemonStatus, FileVersion, TableInfo,
+};
+
 /// Version of the control protocol; bumped on incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest frame [`read_frame`] accepts (1 MiB): requests and summaries are small.
@@ -215,6 +219,11 @@ impl Predicate {
             Self::And(v) | Self::Or(v) => v.iter().for_each(|p| p.collect_columns(out)),
             Self::Not(p) => p.collect_columns(out),
         }
+    }
+
+    /// Checks the tree's bounds (depth, IN-list length), as for a scan request's.
+    pub fn validate_tree(&self) -> Result<(), MessageError> {
+        self.validate(1)
     }
 
     fn validate(&self, depth: usize) -> Result<(), MessageError> {
@@ -417,6 +426,41 @@ pub enum ClientMessage {
     Scan(ScanRequest),
     /// Liveness probe; answered with [`DaemonMessage::Pong`].
     Ping,
+    /// The schema and data version of a table or file set; answered with
+    /// [`DaemonMessage::Table`].
+    Describe {
+        /// What to describe.
+        source: ScanSource,
+    },
+    /// The daemon's state; answered with [`DaemonMessage::Status`].
+    Status,
+    /// Ask the daemon to exit: it answers [`DaemonMessage::Stopping`], cancels running
+    /// scans and exits.
+    Stop,
+    /// On a scan connection, after [`DaemonMessage::RingReady`]: a tighter filter found
+    /// while the scan runs (top-k's current threshold). Only ever tightens: rows it
+    /// rejects may still be sent.
+    Refine {
+        /// Rows failing it are no longer needed.
+        predicate: Predicate,
+    },
+    /// On a scan connection, after [`DaemonMessage::RingReady`]: stop the scan (the
+    /// summary still follows).
+    Cancel,
+}
+
+impl ClientMessage {
+    /// Checks what can be checked without the data: versions and bounds.
+    pub fn validate(&self) -> Result<(), MessageError> {
+        match self {
+            Self::Scan(request) => request.validate(),
+            Self::Refine { predicate } => predicate.validate_tree(),
+            Self::Describe {
+                source: ScanSource::Files { paths },
+            } if paths.is_empty() => Err(MessageError::Invalid("no files given".into())),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Daemon → executor.
@@ -437,6 +481,12 @@ pub enum DaemonMessage {
     },
     /// Answer to [`ClientMessage::Ping`].
     Pong,
+    /// Answer to [`ClientMessage::Describe`].
+    Table(TableInfo),
+    /// Answer to [`ClientMessage::Status`].
+    Status(DaemonStatus),
+    /// Answer to [`ClientMessage::Stop`]: the daemon is exiting.
+    Stopping,
 }
 
 /// Writes one frame: 4-byte little-endian length, then the JSON of `message`.

@@ -368,3 +368,25 @@ proptest! {
         prop_assert!(c.next().is_none());
     }
 }
+
+/// count(*) scans stream batches without columns: only the row count must survive.
+#[test]
+fn zero_column_batches_keep_their_row_count() {
+    use arrow_array::RecordBatchOptions;
+    let schema = Arc::new(Schema::empty());
+    let name = unique_name("zero-cols");
+    let mut producer = Producer::create(&name, schema.clone(), 1 << 16).unwrap();
+    let consumer = Consumer::attach(&name).unwrap();
+    for rows in [0usize, 1, 8192, 123_456] {
+        let batch = RecordBatch::try_new_with_options(
+            schema.clone(),
+            vec![],
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .unwrap();
+        producer.push(&batch).unwrap();
+    }
+    producer.finish().unwrap();
+    let rows: Vec<usize> = consumer.map(|b| b.unwrap().num_rows()).collect();
+    assert_eq!(rows, [0, 1, 8192, 123_456]);
+}

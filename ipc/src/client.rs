@@ -1,0 +1,522 @@
+//! The executor's side of the control socket: [`DaemonClient`] talks to a running IO
+//! daemon, [`ScanStream`] is one scan (its control connection and its ring), and
+//! [`ensure_daemon`] connects to the daemon of a data directory, starting one if needed.
+//!
+//! Every read has a deadline and is made in slices of [`POLL_INTERVAL`]: a daemon that
+//! died closes the socket, which is an error at once; one that hangs is an error at the
+//! deadline. The ring's own waits check the producer's liveness (see
+//! [`LIVENESS_INTERVAL`](crate::LIVENESS_INTERVAL)).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ringscan_ipc::client::{ensure_daemon, DaemonClient};
+//! use ringscan_ipc::msg::{ScanRequest, ScanSource};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let data = std::path::Path::new("ringscan-data");
+//! let client = ensure_daemon(data, &|| Ok(()), Duration::from_secs(5))?;
+//! let mut stream = client.scan(&ScanRequest::new(ScanSource::Table { name: "ohlcv".into() }))?;
+//! while let Some(batch) = stream.next_batch()? {
+//!     println!("{} rows", batch.num_rows());
+//! }
+//! let summary = stream.finish()?;
+//! println!("{} rows emitted", summary.rows_emitted);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::io::{self, Read};
+use std::net::Shutdown;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+
+use crate::msg::{
+    write_frame, ClientMessage, DaemonMessage, DaemonStatus, MessageError, Predicate, ScanRequest,
+    ScanSource, ScanSummary, TableInfo, MAX_FRAME_BYTES,
+};
+use crate::{Consumer, RingError};
+
+/// Granularity of blocking reads on the control socket.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Default deadline of one request (describe parses every footer of a table: generous).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The control socket of the daemon serving `data_dir`.
+pub fn socket_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(".ringscan").join("io.sock")
+}
+
+/// What can go wrong talking to the daemon.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No daemon listens on the socket.
+    #[error("cannot connect to the IO daemon at {}", .path.display())]
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading or writing the socket failed.
+    #[error("control socket I/O failed while {op}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A frame could not be encoded or decoded.
+    #[error("control protocol error while {op}")]
+    Protocol {
+        /// What was being done.
+        op: &'static str,
+        /// The cause.
+        #[source]
+        source: MessageError,
+    },
+    /// The daemon closed the connection (it exited or died).
+    #[error("the IO daemon closed the connection while {op}")]
+    Closed {
+        /// What was being done.
+        op: &'static str,
+    },
+    /// The daemon did not answer in time.
+    #[error("the IO daemon did not answer within {waited_ms} ms while {op}")]
+    TimedOut {
+        /// What was being done.
+        op: &'static str,
+        /// How long we waited.
+        waited_ms: u64,
+    },
+    /// The daemon answered with an error.
+    #[error("{message}")]
+    Daemon {
+        /// The daemon's text.
+        message: String,
+    },
+    /// The daemon answered something that does not fit the request.
+    #[error("unexpected answer from the IO daemon while {op}: {got}")]
+    Unexpected {
+        /// What was being done.
+        op: &'static str,
+        /// What came.
+        got: String,
+    },
+    /// The scan's ring failed (daemon died, corrupt record...).
+    #[error(transparent)]
+    Ring(#[from] RingError),
+    /// Starting a daemon failed.
+    #[error("cannot start the IO daemon")]
+    Spawn(#[source] io::Error),
+    /// A daemon was started but did not answer in time.
+    #[error("no IO daemon answered at {} within {waited_ms} ms", .path.display())]
+    NotStarted {
+        /// The socket.
+        path: PathBuf,
+        /// How long we waited.
+        waited_ms: u64,
+        /// The last connection error.
+        #[source]
+        last: Box<ClientError>,
+    },
+}
+
+/// A connection to the IO daemon for requests (ping, describe, status, stop); each scan
+/// opens its own connection ([`scan`](Self::scan)), so one client can run several.
+#[derive(Debug)]
+pub struct DaemonClient {
+    path: PathBuf,
+    stream: UnixStream,
+    timeout: Duration,
+}
+
+impl DaemonClient {
+    /// Connects to the daemon listening at `socket_path` (see [`socket_path`]).
+    pub fn connect(socket_path: impl AsRef<Path>) -> Result<Self, ClientError> {
+        let path = socket_path.as_ref().to_path_buf();
+        let stream = open(&path)?;
+        Ok(Self {
+            path,
+            stream,
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+        })
+    }
+
+    /// Sets the deadline of each request (default [`DEFAULT_REQUEST_TIMEOUT`]).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The socket this client talks to.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Round trip: `Ok` if the daemon answers.
+    pub fn ping(&mut self) -> Result<(), ClientError> {
+        match self.request(&ClientMessage::Ping, "pinging")? {
+            DaemonMessage::Pong => Ok(()),
+            other => Err(unexpected("pinging", &other)),
+        }
+    }
+
+    /// The schema and data version of `source`.
+    pub fn describe(&mut self, source: &ScanSource) -> Result<TableInfo, ClientError> {
+        let message = ClientMessage::Describe {
+            source: source.clone(),
+        };
+        match self.request(&message, "describing a table")? {
+            DaemonMessage::Table(info) => Ok(info),
+            other => Err(unexpected("describing a table", &other)),
+        }
+    }
+
+    /// The daemon's state.
+    pub fn status(&mut self) -> Result<DaemonStatus, ClientError> {
+        match self.request(&ClientMessage::Status, "asking for the status")? {
+            DaemonMessage::Status(status) => Ok(status),
+            other => Err(unexpected("asking for the status", &other)),
+        }
+    }
+
+    /// Asks the daemon to exit; returns once it acknowledged (it may still be winding
+    /// down its scans).
+    pub fn stop(mut self) -> Result<(), ClientError> {
+        match self.request(&ClientMessage::Stop, "stopping the daemon")? {
+            DaemonMessage::Stopping => Ok(()),
+            other => Err(unexpected("stopping the daemon", &other)),
+        }
+    }
+
+    /// Starts a scan on a new connection and attaches to its ring.
+    pub fn scan(&self, request: &ScanRequest) -> Result<ScanStream, ClientError> {
+        const OP: &str = "starting a scan";
+        let mut stream = open(&self.path)?;
+        send(&mut stream, &ClientMessage::Scan(request.clone()), OP)?;
+        let ring_name = match read_message(&mut stream, Instant::now() + self.timeout, OP)? {
+            DaemonMessage::RingReady { ring_name } => ring_name,
+            other => return Err(unexpected(OP, &other)),
+        };
+        let consumer = Consumer::attach(&ring_name)?;
+        Ok(ScanStream {
+            stream,
+            consumer,
+            timeout: self.timeout,
+            ended: false,
+        })
+    }
+
+    fn request(
+        &mut self,
+        message: &ClientMessage,
+        op: &'static str,
+    ) -> Result<DaemonMessage, ClientError> {
+        send(&mut self.stream, message, op)?;
+        read_message(&mut self.stream, Instant::now() + self.timeout, op)
+    }
+}
+
+/// One scan: batches from the ring, then the daemon's summary from the socket.
+#[derive(Debug)]
+pub struct ScanStream {
+    stream: UnixStream,
+    consumer: Consumer,
+    timeout: Duration,
+    ended: bool,
+}
+
+impl ScanStream {
+    /// The stream's schema.
+    pub fn schema(&self) -> SchemaRef {
+        self.consumer.schema()
+    }
+
+    /// The ring, for callers that want to drive it themselves (`try_next`).
+    pub fn consumer(&mut self) -> &mut Consumer {
+        &mut self.consumer
+    }
+
+    /// The next batch (blocking); `None` at the end of the stream. A scan that failed
+    /// in the daemon is [`ClientError::Daemon`] with the daemon's text.
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, ClientError> {
+        if self.ended {
+            return Ok(None);
+        }
+        match self.consumer.next() {
+            Some(Ok(batch)) => Ok(Some(batch)),
+            None => {
+                self.ended = true;
+                Ok(None)
+            }
+            Some(Err(RingError::ProducerFailed { message })) => {
+                self.ended = true;
+                Err(ClientError::Daemon { message })
+            }
+            Some(Err(e)) => {
+                self.ended = true;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Hands the daemon a tighter filter for the rest of the scan.
+    pub fn refine(&mut self, predicate: &Predicate) -> Result<(), ClientError> {
+        let message = ClientMessage::Refine {
+            predicate: predicate.clone(),
+        };
+        send(&mut self.stream, &message, "refining a scan")
+    }
+
+    /// Stops the scan: the ring is cancelled (the daemon sees it at its next push) and
+    /// the daemon is told on the socket. Batches already received stay valid.
+    pub fn cancel(&mut self) {
+        self.consumer.cancel();
+        self.ended = true;
+        // The daemon may have finished and closed already: nothing to tell then.
+        let _ = send(
+            &mut self.stream,
+            &ClientMessage::Cancel,
+            "cancelling a scan",
+        );
+    }
+
+    /// Waits for the daemon's summary (cancelling the scan first if the stream was not
+    /// read to its end). A scan that failed gives the daemon's error.
+    pub fn finish(mut self) -> Result<ScanSummary, ClientError> {
+        const OP: &str = "waiting for the scan summary";
+        if !self.ended {
+            self.cancel();
+        }
+        let deadline = Instant::now() + self.timeout;
+        match read_message(&mut self.stream, deadline, OP)? {
+            DaemonMessage::Summary(summary) => {
+                summary
+                    .validate()
+                    .map_err(|source| ClientError::Protocol { op: OP, source })?;
+                Ok(summary)
+            }
+            other => Err(unexpected(OP, &other)),
+        }
+    }
+}
+
+impl Drop for ScanStream {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+}
+
+/// Connects to the daemon serving `data_dir`; if none answers, calls `spawn` once (it
+/// should start one, detached) and retries with backoff until `wait` has passed.
+///
+/// Two clients racing here both end up connected to the one daemon that won the data
+/// directory's lock: the loser's daemon exits, and its client's retries reach the
+/// winner.
+pub fn ensure_daemon(
+    data_dir: &Path,
+    spawn: &dyn Fn() -> io::Result<()>,
+    wait: Duration,
+) -> Result<DaemonClient, ClientError> {
+    let path = socket_path(data_dir);
+    let try_once = || -> Result<DaemonClient, ClientError> {
+        let mut client = DaemonClient::connect(&path)?.with_timeout(Duration::from_secs(2));
+        client.ping()?;
+        Ok(client.with_timeout(DEFAULT_REQUEST_TIMEOUT))
+    };
+    if let Ok(client) = try_once() {
+        return Ok(client);
+    }
+    spawn().map_err(ClientError::Spawn)?;
+    let start = Instant::now();
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        match try_once() {
+            Ok(client) => return Ok(client),
+            Err(last) if start.elapsed() >= wait => {
+                return Err(ClientError::NotStarted {
+                    path,
+                    waited_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    last: Box::new(last),
+                });
+            }
+            Err(_) => {
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn open(path: &Path) -> Result<UnixStream, ClientError> {
+    UnixStream::connect(path).map_err(|source| ClientError::Connect {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn send(
+    stream: &mut UnixStream,
+    message: &ClientMessage,
+    op: &'static str,
+) -> Result<(), ClientError> {
+    stream
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .map_err(|source| ClientError::Io { op, source })?;
+    write_frame(stream, message).map_err(|source| match source {
+        MessageError::Io(source) if is_closed(&source) => ClientError::Closed { op },
+        MessageError::Io(source) => ClientError::Io { op, source },
+        source => ClientError::Protocol { op, source },
+    })
+}
+
+fn is_closed(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+    )
+}
+
+/// Reads one daemon message, giving up at `deadline`.
+fn read_message(
+    stream: &mut UnixStream,
+    deadline: Instant,
+    op: &'static str,
+) -> Result<DaemonMessage, ClientError> {
+    let started = Instant::now();
+    let mut len = [0u8; 4];
+    read_exact_until(stream, &mut len, deadline, started, op)?;
+    let len_bytes = u32::from_le_bytes(len) as usize;
+    if len_bytes > MAX_FRAME_BYTES {
+        return Err(ClientError::Protocol {
+            op,
+            source: MessageError::Oversized {
+                len_bytes: len_bytes as u64,
+                max_bytes: MAX_FRAME_BYTES,
+            },
+        });
+    }
+    let mut body = vec![0u8; len_bytes];
+    read_exact_until(stream, &mut body, deadline, started, op)?;
+    serde_json::from_slice(&body).map_err(|e| ClientError::Protocol {
+        op,
+        source: MessageError::Malformed(e),
+    })
+}
+
+fn read_exact_until(
+    stream: &mut UnixStream,
+    buf: &mut [u8],
+    deadline: Instant,
+    started: Instant,
+    op: &'static str,
+) -> Result<(), ClientError> {
+    let mut got = 0;
+    while got < buf.len() {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(ClientError::TimedOut {
+                op,
+                waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            });
+        }
+        let slice = (deadline - now).clamp(Duration::from_millis(1), POLL_INTERVAL);
+        stream
+            .set_read_timeout(Some(slice))
+            .map_err(|source| ClientError::Io { op, source })?;
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => return Err(ClientError::Closed { op }),
+            Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) if is_closed(&e) => return Err(ClientError::Closed { op }),
+            Err(source) => return Err(ClientError::Io { op, source }),
+        }
+    }
+    Ok(())
+}
+
+fn unexpected(op: &'static str, got: &DaemonMessage) -> ClientError {
+    match got {
+        DaemonMessage::Error { message } => ClientError::Daemon {
+            message: message.clone(),
+        },
+        other => {
+            let mut text = format!("{other:?}");
+            text.truncate(200);
+            ClientError::Unexpected { op, got: text }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+    use crate::msg::read_frame;
+
+    #[test]
+    fn a_silent_daemon_times_out_and_a_dead_one_is_closed() {
+        let dir = std::env::temp_dir().join(crate::unique_name("client-test").replace('/', ""));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("io.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            // First connection: read the ping, never answer, hold it open a while.
+            let (mut a, _) = listener.accept().unwrap();
+            let _: Option<ClientMessage> = read_frame(&mut a).unwrap();
+            // Second: read the ping, then close without answering.
+            let (mut b, _) = listener.accept().unwrap();
+            let _: Option<ClientMessage> = read_frame(&mut b).unwrap();
+            drop(b);
+            std::thread::sleep(Duration::from_millis(500));
+            drop(a);
+        });
+        let mut silent = DaemonClient::connect(&path)
+            .unwrap()
+            .with_timeout(Duration::from_millis(300));
+        let t = Instant::now();
+        let err = silent.ping().unwrap_err();
+        assert!(matches!(err, ClientError::TimedOut { .. }), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+        let mut dead = DaemonClient::connect(&path).unwrap();
+        let t = Instant::now();
+        let err = dead.ping().unwrap_err();
+        assert!(matches!(err, ClientError::Closed { .. }), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(1));
+        server.join().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ensure_daemon_gives_up_after_wait() {
+        let dir = std::env::temp_dir().join(crate::unique_name("client-none").replace('/', ""));
+        let spawned = std::sync::atomic::AtomicU32::new(0);
+        let t = Instant::now();
+        let err = ensure_daemon(
+            &dir,
+            &|| {
+                spawned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            },
+            Duration::from_millis(200),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ClientError::NotStarted { .. }), "{err}");
+        assert_eq!(spawned.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+}

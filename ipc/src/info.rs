@@ -1,0 +1,147 @@
+//! Daemon answers that are not about one scan stream: a table's schema and data
+//! version ([`TableInfo`]) and the daemon's state ([`DaemonStatus`]).
+//!
+//! Re-exported from [`msg`](crate::msg), where the messages that carry them live.
+
+use std::io::Cursor;
+use std::path::PathBuf;
+
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{ArrowError, Schema};
+use serde::{Deserialize, Serialize};
+
+/// One file or directory of a table as the daemon saw it: stat it again to learn
+/// whether it changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileVersion {
+    /// Relative to the data directory.
+    pub path: PathBuf,
+    /// `st_size`.
+    pub size_bytes: u64,
+    /// `st_mtime`, nanoseconds since the Unix epoch (negative before it).
+    pub modified_ns: i128,
+}
+
+/// What [`ClientMessage::Describe`](crate::msg::ClientMessage::Describe) answers.
+///
+/// `files` and `dirs` together are the table's data version: a result cache keyed by
+/// them is stale as soon as one of them stats differently (a file rewritten, or a
+/// directory whose mtime moved because a file was added or removed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableInfo {
+    /// The table's Arrow schema as an Arrow IPC stream (schema message only), so that
+    /// types survive exactly; see [`encode_schema`] / [`decode_schema`].
+    pub schema_ipc: Vec<u8>,
+    /// The table's Parquet files, in scan order.
+    pub files: Vec<FileVersion>,
+    /// Every directory of the table (its root first), sorted.
+    pub dirs: Vec<FileVersion>,
+}
+
+impl TableInfo {
+    /// The decoded schema.
+    pub fn schema(&self) -> Result<Schema, ArrowError> {
+        decode_schema(&self.schema_ipc)
+    }
+}
+
+/// Counters of the daemon's footer cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CacheStatus {
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups that parsed a footer.
+    pub misses: u64,
+    /// Entries dropped to stay within the budget.
+    pub evictions: u64,
+    /// Entries held.
+    pub entries: u64,
+    /// Bytes held.
+    pub bytes: u64,
+    /// The budget.
+    pub capacity_bytes: u64,
+}
+
+/// What [`ClientMessage::Status`](crate::msg::ClientMessage::Status) answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DaemonStatus {
+    /// The daemon's process id.
+    pub pid: u32,
+    /// Time since it started.
+    pub uptime_ms: u64,
+    /// It exits after this long without connections or scans.
+    pub idle_timeout_ms: u64,
+    /// Scans streaming now.
+    pub scans_active: u64,
+    /// Scans finished (successfully or not) since start.
+    pub scans_served: u64,
+    /// The footer cache.
+    pub metadata_cache: CacheStatus,
+    /// The data directory it serves.
+    pub data_dir: PathBuf,
+}
+
+/// Encodes `schema` as an Arrow IPC stream holding only the schema message.
+pub fn encode_schema(schema: &Schema) -> Result<Vec<u8>, ArrowError> {
+    let mut writer = StreamWriter::try_new(Vec::new(), schema)?;
+    writer.finish()?;
+    writer.into_inner()
+}
+
+/// Decodes what [`encode_schema`] wrote (any bytes: a bad input is an error).
+pub fn decode_schema(bytes: &[u8]) -> Result<Schema, ArrowError> {
+    let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
+    Ok(reader.schema().as_ref().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use arrow_schema::{DataType, Field, TimeUnit};
+
+    use super::*;
+
+    #[test]
+    fn schemas_round_trip_exactly() {
+        let schema = Schema::new(vec![
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                false,
+            ),
+            Field::new(
+                "sym",
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                true,
+            ),
+            Field::new(
+                "tags",
+                DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+                true,
+            ),
+            Field::new("d", DataType::Decimal128(18, 3), true),
+        ])
+        .with_metadata(HashMap::from([("k".to_owned(), "v".to_owned())]));
+        let bytes = encode_schema(&schema).unwrap();
+        assert_eq!(decode_schema(&bytes).unwrap(), schema);
+        let empty = Schema::empty();
+        assert_eq!(
+            decode_schema(&encode_schema(&empty).unwrap()).unwrap(),
+            empty
+        );
+    }
+
+    #[test]
+    fn garbage_schema_bytes_are_an_error() {
+        assert!(decode_schema(b"").is_err());
+        assert!(decode_schema(b"not arrow at all").is_err());
+        let bytes =
+            encode_schema(&Schema::new(vec![Field::new("a", DataType::Int8, true)])).unwrap();
+        assert!(decode_schema(&bytes[..bytes.len() / 2]).is_err());
+    }
+}
