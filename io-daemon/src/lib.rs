@@ -25,5 +25,7 @@
 pub mod error;
 pub mod prune;
 pub mod scan;
+pub mod server;
+pub mod table;
 
 pub use error::PruneError;

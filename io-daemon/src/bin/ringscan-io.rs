@@ -1,0 +1,84 @@
+//! `ringscan-io --data DIR [--idle-timeout 10m] [--max-scans N] [--cache-bytes N]`: the
+//! IO daemon in the foreground. Exits 0 when stopped or idle, 1 on an error (another
+//! daemon already serves the directory, say), 2 on a usage error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ringscan_io_daemon::server::{parse_duration, run, DaemonConfig};
+
+const USAGE: &str =
+    "usage: ringscan-io --data DIR [--idle-timeout 10m] [--max-scans N] [--cache-bytes N]";
+
+fn parse(args: &[String]) -> Result<DaemonConfig, String> {
+    let mut data: Option<PathBuf> = None;
+    let mut config = DaemonConfig::new(PathBuf::new());
+    let mut i = 0;
+    while i < args.len() {
+        let flag = args[i].as_str();
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_owned())),
+            None => (flag, None),
+        };
+        if matches!(name, "-h" | "--help") {
+            return Err(String::new());
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => {
+                i += 1;
+                args.get(i)
+                    .cloned()
+                    .ok_or(format!("{name} needs a value"))?
+            }
+        };
+        match name {
+            "--data" => data = Some(PathBuf::from(value)),
+            "--idle-timeout" => config.idle_timeout = parse_duration(&value)?,
+            "--max-scans" => {
+                config.max_concurrent_scans = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or(format!("--max-scans: invalid count {value:?}"))?;
+            }
+            "--cache-bytes" => {
+                config.metadata_cache_bytes = value
+                    .parse()
+                    .map_err(|_| format!("--cache-bytes: invalid size {value:?}"))?;
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+        i += 1;
+    }
+    config.data_dir = data.ok_or("--data DIR is required")?;
+    Ok(config)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let config = match parse(&args) {
+        Ok(c) => c,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("ringscan-io: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            eprintln!("ringscan-io: {text}");
+            ExitCode::FAILURE
+        }
+    }
+}

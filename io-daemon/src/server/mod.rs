@@ -1,0 +1,413 @@
+//! The daemon process: one per data directory, serving scans over the control socket
+//! `<data>/.ringscan/io.sock` and streaming their batches through shared-memory rings.
+//!
+//! - **One daemon per data directory**: [`run`] holds an exclusive lock on
+//!   `<data>/.ringscan/io.lock` for its whole life (a second daemon gets
+//!   [`DaemonError::AlreadyRunning`]); only with the lock held does it remove a stale
+//!   socket and bind a new one.
+//! - **A thread per connection**, bounded: more than [`DaemonConfig::max_connections`]
+//!   connections, or more than `max_concurrent_scans` scans, get a "busy" error.
+//! - **Every failure stays in its connection**: malformed or hostile frames, invalid
+//!   requests, unreadable files and panics inside a scan end in an
+//!   [`Error`](ringscan_ipc::msg::DaemonMessage::Error) reply and a closed connection;
+//!   the daemon goes on serving.
+//! - **Idle exit** after [`DaemonConfig::idle_timeout`] without connections; on exit
+//!   (idle or [`Stop`](ringscan_ipc::msg::ClientMessage::Stop)) running scans are
+//!   cancelled, the socket is removed and the lock released.
+//! - **Logs** go to `<data>/.ringscan/io.log`, one line per scan, never to the
+//!   spawner's stdout or stderr.
+
+mod conn;
+mod log;
+mod scan;
+
+use std::collections::HashMap;
+use std::fs::{self, File, TryLockError};
+use std::io::{self, Read, Seek, Write};
+use std::net::Shutdown;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::scan::MetadataCache;
+
+pub use self::log::{Log, MAX_LOG_BYTES};
+
+/// How often the accept loop checks for stop and idleness.
+const ACCEPT_POLL: Duration = Duration::from_millis(20);
+/// How long exit waits for connection threads to wind down.
+const EXIT_GRACE: Duration = Duration::from_secs(5);
+
+/// How the daemon runs.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// The data directory it serves.
+    pub data_dir: PathBuf,
+    /// Exit after this long with no connection open.
+    pub idle_timeout: Duration,
+    /// Scans streaming at once; more get a "busy" error.
+    pub max_concurrent_scans: usize,
+    /// Budget of the footer cache.
+    pub metadata_cache_bytes: usize,
+}
+
+impl DaemonConfig {
+    /// Default idle timeout (10 minutes).
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+    /// Default scan limit.
+    pub const DEFAULT_MAX_CONCURRENT_SCANS: usize = 16;
+    /// Default footer cache budget (256 MiB).
+    pub const DEFAULT_METADATA_CACHE_BYTES: usize = 256 << 20;
+
+    /// Defaults for `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            max_concurrent_scans: Self::DEFAULT_MAX_CONCURRENT_SCANS,
+            metadata_cache_bytes: Self::DEFAULT_METADATA_CACHE_BYTES,
+        }
+    }
+
+    /// Connections open at once (request connections and scans together).
+    pub fn max_connections(&self) -> usize {
+        self.max_concurrent_scans.saturating_mul(2) + 16
+    }
+}
+
+/// The daemon's state directory `<data>/.ringscan`.
+pub fn state_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(".ringscan")
+}
+
+/// The lock file.
+pub fn lock_path(data_dir: &Path) -> PathBuf {
+    state_dir(data_dir).join("io.lock")
+}
+
+/// The log file.
+pub fn log_path(data_dir: &Path) -> PathBuf {
+    state_dir(data_dir).join("io.log")
+}
+
+pub use ringscan_ipc::client::socket_path;
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    /// Another daemon holds the data directory's lock.
+    #[error("another IO daemon{} already serves {}", match .pid { Some(p) => format!(" (pid {p})"), None => String::new() }, .data_dir.display())]
+    AlreadyRunning {
+        /// The data directory.
+        data_dir: PathBuf,
+        /// The other daemon's pid, as written in the lock file.
+        pid: Option<u32>,
+    },
+    /// A file operation on the daemon's own state failed.
+    #[error("{op} {} failed", .path.display())]
+    Io {
+        /// What.
+        op: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> DaemonError + 'a {
+    move |source| DaemonError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// State shared by the accept loop and the connection threads.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: DaemonConfig,
+    /// Canonical data directory.
+    pub(crate) data_dir: PathBuf,
+    pub(crate) cache: MetadataCache,
+    pub(crate) log: Log,
+    pub(crate) started: Instant,
+    pub(crate) scans_active: AtomicU64,
+    pub(crate) scans_served: AtomicU64,
+    pub(crate) stopping: AtomicBool,
+    /// Open connections (a clone of each stream, to shut down on exit).
+    connections: Mutex<HashMap<u64, UnixStream>>,
+    last_activity: Mutex<Instant>,
+}
+
+impl Shared {
+    /// Claims a scan slot, or `None` when `max_concurrent_scans` are running.
+    pub(crate) fn try_start_scan(self: &Arc<Self>) -> Option<ScanSlot> {
+        let max = self.config.max_concurrent_scans as u64;
+        self.scans_active
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()?;
+        Some(ScanSlot {
+            shared: Arc::clone(self),
+        })
+    }
+
+    fn touch(&self) {
+        *self
+            .last_activity
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    fn connection_count(&self) -> usize {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// A running scan, counted until dropped.
+#[derive(Debug)]
+pub(crate) struct ScanSlot {
+    shared: Arc<Shared>,
+}
+
+impl Drop for ScanSlot {
+    fn drop(&mut self) {
+        self.shared.scans_active.fetch_sub(1, Ordering::AcqRel);
+        self.shared.scans_served.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs the daemon for `config.data_dir` until it is stopped or idle.
+pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
+    let state = state_dir(&config.data_dir);
+    fs::create_dir_all(&state).map_err(io_error("creating", &state))?;
+    let data_dir =
+        fs::canonicalize(&config.data_dir).map_err(io_error("resolving", &config.data_dir))?;
+
+    let lock_file = lock_path(&data_dir);
+    let mut lock = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_file)
+        .map_err(io_error("opening", &lock_file))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = lock.read_to_string(&mut text);
+            return Err(DaemonError::AlreadyRunning {
+                data_dir,
+                pid: text.trim().parse().ok(),
+            });
+        }
+        Err(TryLockError::Error(e)) => return Err(io_error("locking", &lock_file)(e)),
+    }
+    // The pid, for the "already running" message of the next one.
+    let _ = lock.set_len(0);
+    let _ = lock.rewind();
+    let _ = writeln!(lock, "{}", std::process::id());
+
+    let socket = socket_path(&data_dir);
+    match fs::remove_file(&socket) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error("removing the stale socket", &socket)(e)),
+    }
+    let listener = UnixListener::bind(&socket).map_err(io_error("binding", &socket))?;
+    fs::set_permissions(&socket, fs::Permissions::from_mode(0o600))
+        .map_err(io_error("restricting", &socket))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io_error("configuring", &socket))?;
+
+    let shared = Arc::new(Shared {
+        cache: MetadataCache::new(config.metadata_cache_bytes),
+        log: Log::open(&log_path(&data_dir)),
+        data_dir: data_dir.clone(),
+        config,
+        started: Instant::now(),
+        scans_active: AtomicU64::new(0),
+        scans_served: AtomicU64::new(0),
+        stopping: AtomicBool::new(false),
+        connections: Mutex::new(HashMap::new()),
+        last_activity: Mutex::new(Instant::now()),
+    });
+    shared.log.line(&format!(
+        "daemon started: pid {}, data {}, idle timeout {} ms",
+        std::process::id(),
+        data_dir.display(),
+        shared.config.idle_timeout.as_millis()
+    ));
+    let reason = accept_loop(&listener, &shared);
+    shared.stopping.store(true, Ordering::Release);
+
+    // Wind down: stop accepting, cut every connection (scans see `stopping` and the
+    // closed socket), wait a bounded time for their threads.
+    drop(listener);
+    let _ = fs::remove_file(&socket);
+    for stream in shared
+        .connections
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .values()
+    {
+        let _ = stream.shutdown(Shutdown::Read);
+    }
+    let deadline = Instant::now() + EXIT_GRACE;
+    while shared.connection_count() > 0 && Instant::now() < deadline {
+        std::thread::sleep(ACCEPT_POLL);
+    }
+    shared.log.line(&format!(
+        "daemon exiting ({reason}): {} scans served",
+        shared.scans_served.load(Ordering::Relaxed)
+    ));
+    drop(lock); // unlocks
+    Ok(())
+}
+
+fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) -> &'static str {
+    let mut next_id = 0u64;
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    loop {
+        if shared.stopping.load(Ordering::Acquire) {
+            return "stopped";
+        }
+        threads.retain(|t| !t.is_finished());
+        match listener.accept() {
+            Ok((stream, _)) => {
+                shared.touch();
+                next_id += 1;
+                if let Some(t) = spawn_connection(shared, stream, next_id) {
+                    threads.push(t);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let idle = shared.connection_count() == 0
+                    && shared
+                        .last_activity
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .elapsed()
+                        >= shared.config.idle_timeout;
+                if idle {
+                    return "idle";
+                }
+                std::thread::sleep(ACCEPT_POLL);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // EMFILE and friends: back off rather than spin, keep serving.
+                shared.log.line(&format!("accept failed: {e}"));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn spawn_connection(shared: &Arc<Shared>, stream: UnixStream, id: u64) -> Option<JoinHandle<()>> {
+    if stream.set_nonblocking(false).is_err() {
+        return None;
+    }
+    let clone = stream.try_clone().ok()?;
+    {
+        let mut connections = shared
+            .connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if connections.len() >= shared.config.max_connections() {
+            drop(connections);
+            conn::refuse_busy(stream, "too many connections");
+            return None;
+        }
+        connections.insert(id, clone);
+    }
+    let thread_shared = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name(format!("conn-{id}"))
+        .spawn(move || {
+            let shared = thread_shared;
+            // A panic outside a scan (which has its own guard) ends this connection only.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                conn::serve(&shared, stream)
+            }));
+            if result.is_err() {
+                shared
+                    .log
+                    .line("connection handler panicked; connection closed");
+            }
+            shared
+                .connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            shared.touch();
+        });
+    match spawned {
+        Ok(t) => Some(t),
+        Err(e) => {
+            shared
+                .log
+                .line(&format!("cannot spawn a connection thread: {e}"));
+            shared
+                .connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            None
+        }
+    }
+}
+
+/// Parses a duration: `500ms`, `30s`, `10m`, `2h`, or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, unit_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e3)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600e3)
+    } else {
+        (t, 1e3)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (examples: 500ms, 30s, 10m, 1h)"))?;
+    let ms = value * unit_ms;
+    if !(0.0..=1e12).contains(&ms) {
+        return Err(format!("duration {text:?} out of range"));
+    }
+    Ok(Duration::from_micros((ms * 1000.0) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

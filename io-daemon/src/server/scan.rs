@@ -1,0 +1,402 @@
+//! One scan on its connection: resolve, create the ring, stream, summarize.
+//!
+//! After [`RingReady`](DaemonMessage::RingReady) a control thread reads the client's
+//! frames ([`Refine`](ClientMessage::Refine), [`Cancel`](ClientMessage::Cancel), or the
+//! connection closing) while this thread runs the scan; the sink checks those flags
+//! (and the daemon's stop flag) before every push, and the ring reports a consumer that
+//! cancelled or died.
+
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_schema::{ArrowError, Schema, SchemaRef};
+use ringscan_ipc::msg::{
+    read_frame, write_frame, ClientMessage, DaemonMessage, MessageError, Predicate, ScanRequest,
+    ScanSource, ScanSummary,
+};
+use ringscan_ipc::{unique_name, Producer, RingError, RingOptions};
+
+use super::conn::{chain, reply_error};
+use super::Shared;
+use crate::scan::{scan_files, ScanError, ScanSpec};
+use crate::table::{self, ResolvedTable};
+
+/// How long the producer waits for the client to attach to the ring.
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Read slice of the control thread (it checks whether the scan is over between reads).
+const CONTROL_POLL: Duration = Duration::from_millis(100);
+
+/// What the client said on the scan's connection.
+#[derive(Debug, Default)]
+struct ControlState {
+    /// The client sent `Cancel`.
+    cancelled: AtomicBool,
+    /// The connection closed (or broke).
+    closed: AtomicBool,
+    /// The scan is over: the control thread should return.
+    done: AtomicBool,
+    /// A bad frame, reported instead of the summary.
+    bad_frame: Mutex<Option<String>>,
+    /// The tightest filter the client sent so far.
+    // TODO(lead): hand to ScanSpec (a dynamic filter the scan re-reads between batches).
+    refine: Arc<Mutex<Option<Predicate>>>,
+}
+
+fn spawn_control(stream: UnixStream, state: Arc<ControlState>) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("scan-control".into())
+        .spawn(move || control_loop(stream, &state))
+}
+
+fn control_loop(mut stream: UnixStream, state: &ControlState) {
+    let _ = stream.set_read_timeout(Some(CONTROL_POLL));
+    while !state.done.load(Ordering::Acquire) {
+        match read_frame::<_, ClientMessage>(&mut stream) {
+            Ok(Some(ClientMessage::Cancel)) => state.cancelled.store(true, Ordering::Release),
+            Ok(Some(ClientMessage::Refine { predicate })) => match predicate.validate_tree() {
+                Ok(()) => {
+                    *state.refine.lock().unwrap_or_else(PoisonError::into_inner) = Some(predicate);
+                }
+                Err(e) => return bad(state, format!("invalid refine predicate: {}", chain(&e))),
+            },
+            Ok(Some(other)) => {
+                let mut text = format!("{other:?}");
+                text.truncate(100);
+                return bad(state, format!("unexpected message during a scan: {text}"));
+            }
+            Ok(None) => {
+                state.closed.store(true, Ordering::Release);
+                return;
+            }
+            Err(MessageError::Io(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(MessageError::Io(_)) => {
+                state.closed.store(true, Ordering::Release);
+                return;
+            }
+            Err(e) => return bad(state, format!("bad frame during a scan: {}", chain(&e))),
+        }
+    }
+}
+
+fn bad(state: &ControlState, message: String) {
+    *state
+        .bad_frame
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(message);
+    state.cancelled.store(true, Ordering::Release);
+}
+
+/// The source in a log line.
+fn source_text(source: &ScanSource) -> String {
+    match source {
+        ScanSource::Table { name } => format!("table {name:?}"),
+        ScanSource::Files { paths } => format!("files {paths:?}"),
+    }
+}
+
+/// A resolved request: what to scan and the stream's schema.
+struct Prepared {
+    table: ResolvedTable,
+    projection: Vec<String>,
+    output: SchemaRef,
+}
+
+fn prepare(shared: &Shared, request: &ScanRequest) -> Result<Prepared, String> {
+    let table = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        table::resolve(&shared.data_dir, &request.source, &shared.cache)
+    }))
+    .map_err(|_| "internal error: resolving the table panicked".to_owned())?
+    .map_err(|e| chain(&e))?;
+    let schema = &table.schema;
+    let columns = || {
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let projection: Vec<String> = match &request.projection {
+        Some(names) => names.clone(),
+        None => schema.fields().iter().map(|f| f.name().clone()).collect(),
+    };
+    let mut fields = Vec::with_capacity(projection.len());
+    for name in &projection {
+        let field = schema.field_with_name(name).map_err(|_| {
+            format!(
+                "unknown column {name:?} in {} (columns: {})",
+                source_text(&request.source),
+                columns()
+            )
+        })?;
+        fields.push(field.clone());
+    }
+    if let Some(predicate) = &request.predicate {
+        for name in predicate.columns() {
+            if schema.index_of(name).is_err() {
+                return Err(format!(
+                    "unknown column {name:?} in the predicate on {} (columns: {})",
+                    source_text(&request.source),
+                    columns()
+                ));
+            }
+        }
+    }
+    let output = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    Ok(Prepared {
+        table,
+        projection,
+        output,
+    })
+}
+
+/// `batch` with exactly the stream's schema: dictionary or plain, nullability and field
+/// metadata as the table says (files of one table may differ in those).
+fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+    if batch.schema_ref().fields() == schema.fields() {
+        return Ok(batch);
+    }
+    let rows = batch.num_rows();
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                Ok(Arc::clone(column))
+            } else {
+                arrow_cast::cast(column, field.data_type())
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Serves one scan request on `stream`, then closes it.
+pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanRequest) {
+    let started = Instant::now();
+    let source = source_text(&request.source);
+    let Some(_slot) = shared.try_start_scan() else {
+        shared.log.line(&format!("scan {source}: refused, busy"));
+        reply_error(
+            &mut stream,
+            format!(
+                "busy: {} scans are running (the limit); try again later",
+                shared.config.max_concurrent_scans
+            ),
+        );
+        return;
+    };
+    let prepared = match prepare(shared, &request) {
+        Ok(p) => p,
+        Err(message) => {
+            shared.log.line(&format!("scan {source}: error: {message}"));
+            reply_error(&mut stream, message);
+            return;
+        }
+    };
+    let options = RingOptions::new(request.ring_capacity_bytes).with_attach_timeout(ATTACH_TIMEOUT);
+    let mut producer = match Producer::create_with(
+        &unique_name("ringscan"),
+        Arc::clone(&prepared.output),
+        &options,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            let message = format!("cannot create the scan's ring: {}", chain(&e));
+            shared.log.line(&format!("scan {source}: error: {message}"));
+            reply_error(&mut stream, message);
+            return;
+        }
+    };
+    let ready = DaemonMessage::RingReady {
+        ring_name: producer.name().to_owned(),
+    };
+    if let Err(e) = write_frame(&mut stream, &ready) {
+        shared.log.line(&format!(
+            "scan {source}: client gone before the ring: {}",
+            chain(&e)
+        ));
+        return;
+    }
+
+    let control = Arc::new(ControlState::default());
+    let control_thread = stream
+        .try_clone()
+        .and_then(|clone| spawn_control(clone, Arc::clone(&control)));
+    let control_thread = match control_thread {
+        Ok(t) => t,
+        Err(e) => {
+            let message = format!("cannot start the scan's control thread: {e}");
+            let _ = producer.fail(&message);
+            reply_error(&mut stream, message);
+            return;
+        }
+    };
+    let result = match producer.wait_for_consumer() {
+        Ok(()) => run_scan(shared, &prepared, &request, &mut producer, &control),
+        Err(e) => Err(chain(&e)),
+    };
+    control.done.store(true, Ordering::Release);
+    let bad_frame = control
+        .bad_frame
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    let elapsed_ms = started.elapsed().as_millis();
+    match (result, bad_frame) {
+        (Ok(summary), None) => {
+            // A consumer that cancelled or left makes finish fail: nothing to tell it.
+            let _ = producer.finish();
+            shared.log.line(&format!(
+                "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} ms{}",
+                summary.rows_emitted,
+                summary.bytes_read,
+                summary.files_considered,
+                summary.files_pruned,
+                if control.cancelled.load(Ordering::Acquire)
+                    || control.closed.load(Ordering::Acquire)
+                {
+                    ", cancelled by the client"
+                } else {
+                    ""
+                }
+            ));
+            if !control.closed.load(Ordering::Acquire) {
+                let _ = write_frame(&mut stream, &DaemonMessage::Summary(summary));
+            }
+        }
+        (Err(message), _) | (Ok(_), Some(message)) => {
+            shared.log.line(&format!(
+                "scan {source}: error after {elapsed_ms} ms: {message}"
+            ));
+            let _ = producer.fail(&message);
+            reply_error(&mut stream, message);
+        }
+    }
+    let _ = control_thread.join();
+}
+
+/// Runs the scan into the ring; a panic anywhere inside is this scan's error.
+fn run_scan(
+    shared: &Shared,
+    prepared: &Prepared,
+    request: &ScanRequest,
+    producer: &mut Producer,
+    control: &ControlState,
+) -> Result<ScanSummary, String> {
+    let spec = ScanSpec {
+        table_root: &prepared.table.listing.root,
+        files: &prepared.table.listing.files,
+        projection: Some(&prepared.projection),
+        predicate: request.predicate.as_ref(),
+        limit: request.limit,
+        batch_size: request.batch_size,
+    };
+    let mut ring_wait = Duration::ZERO;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut sink = |batch: RecordBatch| -> Result<bool, ScanError> {
+            if shared.stopping.load(Ordering::Acquire)
+                || control.cancelled.load(Ordering::Acquire)
+                || control.closed.load(Ordering::Acquire)
+            {
+                return Ok(false);
+            }
+            let batch = conform(batch, &prepared.output).map_err(|e| {
+                ScanError::Sink(format!(
+                    "a batch does not fit the table schema: {}",
+                    chain(&e)
+                ))
+            })?;
+            let pushed = match producer.try_push(&batch) {
+                Ok(true) => Ok(()),
+                Ok(false) => {
+                    let wait_start = Instant::now();
+                    let r = producer.push(&batch);
+                    ring_wait += wait_start.elapsed();
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            match pushed {
+                Ok(()) => Ok(true),
+                Err(RingError::Cancelled { .. }) => Ok(false),
+                Err(e) => Err(ScanError::Sink(chain(&e))),
+            }
+        };
+        scan_files(&spec, &shared.cache, &mut sink)
+    }));
+    let mut summary = match outcome {
+        Ok(Ok(summary)) => summary,
+        Ok(Err(e)) => return Err(chain(&e)),
+        Err(payload) => {
+            let text = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            return Err(format!("internal error: the scan panicked: {text}"));
+        }
+    };
+    summary.timings.ring_wait_us = micros(ring_wait);
+    let stats = shared.cache.stats();
+    summary.counters = serde_json::json!({
+        "ring_blocked_waits": producer.blocked_waits(),
+        "metadata_cache": {
+            "hits": stats.hits,
+            "misses": stats.misses,
+            "entries": stats.entries,
+            "bytes": stats.bytes,
+        },
+    });
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::types::Int32Type;
+    use arrow_array::{Array, DictionaryArray, StringArray};
+    use arrow_schema::{DataType, Field};
+
+    use super::*;
+
+    #[test]
+    fn dictionary_batches_are_cast_to_the_table_type() {
+        let dict: DictionaryArray<Int32Type> = vec!["a", "b", "a"].into_iter().collect();
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "s",
+                dict.data_type().clone(),
+                false,
+            )])),
+            vec![Arc::new(dict)],
+        )
+        .unwrap();
+        let table = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let out = conform(batch, &table).unwrap();
+        assert_eq!(out.schema(), table);
+        let s = out
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(s.iter().flatten().collect::<Vec<_>>(), ["a", "b", "a"]);
+    }
+}

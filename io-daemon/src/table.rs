@@ -1,0 +1,695 @@
+//! Table resolution: from a [`ScanSource`] to the files to scan, the table's schema and
+//! its data version.
+//!
+//! - `Table { name }` is the directory `<data>/<name>`: every `*.parquet` file below it,
+//!   recursively, in sorted order, hidden entries (`.ringscan`, `.part-*.tmp`) skipped.
+//! - `Files { paths }` are paths or globs (`*`, `?` within a path component, `**` for
+//!   any number of components) relative to the data directory.
+//!
+//! Nothing may escape the data directory: absolute paths, `..` and hidden components
+//! are refused, and every file found is checked (after resolving symbolic links) to lie
+//! inside it. The schema is the first file's Arrow schema (as the scan's reader maps it)
+//! followed by the hive partition columns of its path (Utf8, in path order); every other
+//! file must agree up to dictionary encoding and nullability.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use ringscan_ipc::msg::{FileVersion, ScanSource};
+
+use crate::prune::PartitionValues;
+use crate::scan::{MetadataCache, ScanError};
+
+/// Most files one source may resolve to.
+pub const MAX_FILES: usize = 1_000_000;
+/// Deepest directory nesting walked below a table root.
+pub const MAX_DEPTH: usize = 64;
+/// Most components (and at most 4 of them `**`) in one glob pattern.
+pub const MAX_PATTERN_COMPONENTS: usize = 64;
+
+/// What can go wrong resolving a table.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TableError {
+    /// A table name or path that is absolute, climbs out (`..`) or is hidden.
+    #[error("{what} {name:?} is not allowed: {reason}")]
+    InvalidName {
+        /// `table name` or `path`.
+        what: &'static str,
+        /// The rejected text.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// No such table.
+    #[error("no table {name:?} in {}{}", .data_dir.display(), match .nearest { Some(n) => format!(" (did you mean {n:?}?)"), None => String::new() })]
+    NoSuchTable {
+        /// The requested name.
+        name: String,
+        /// The data directory.
+        data_dir: PathBuf,
+        /// The closest existing table name.
+        nearest: Option<String>,
+    },
+    /// A table without Parquet files.
+    #[error("table {name:?} has no Parquet files")]
+    EmptyTable {
+        /// The table.
+        name: String,
+    },
+    /// A literal path that does not exist.
+    #[error("{}: no such file in the data directory", .path.display())]
+    NoSuchFile {
+        /// The path, relative to the data directory.
+        path: PathBuf,
+    },
+    /// A glob that matches nothing.
+    #[error("{pattern:?} matches no file in the data directory")]
+    NoMatch {
+        /// The pattern.
+        pattern: String,
+    },
+    /// A path resolving (through a symbolic link) outside the data directory.
+    #[error("{}: resolves outside the data directory", .path.display())]
+    Escapes {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Too many files or too deep.
+    #[error("{what} exceeds the limit of {limit}")]
+    TooLarge {
+        /// What.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+    },
+    /// Listing or stat-ing failed.
+    #[error("{}: I/O error", .path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An encrypted file.
+    #[error("{}: encrypted Parquet is not supported", .file.display())]
+    Encrypted {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Reading a file's footer or schema failed.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    /// Two files disagree on the schema.
+    #[error("{} and {}: schemas differ: {detail}", .first.display(), .other.display())]
+    SchemaMismatch {
+        /// The file that set the table schema.
+        first: PathBuf,
+        /// The file that disagrees.
+        other: PathBuf,
+        /// How.
+        detail: String,
+    },
+}
+
+/// The files of a source, before any footer is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// The directory the scan's paths and partition values are relative to
+    /// (`<data>/<name>` for a table, the data directory for files).
+    pub root: PathBuf,
+    /// The files, relative to `root`, in scan order.
+    pub files: Vec<PathBuf>,
+    /// Versions of the files (paths relative to the data directory).
+    pub file_versions: Vec<FileVersion>,
+    /// Versions of every directory listed (paths relative to the data directory).
+    pub dirs: Vec<FileVersion>,
+}
+
+/// A resolved source: its files and schema.
+#[derive(Debug, Clone)]
+pub struct ResolvedTable {
+    /// The files.
+    pub listing: Listing,
+    /// The table schema: file columns, then partition columns.
+    pub schema: SchemaRef,
+}
+
+/// Lists `source`'s files under `data_dir`.
+pub fn list(data_dir: &Path, source: &ScanSource) -> Result<Listing, TableError> {
+    let data_dir = canonical(data_dir)?;
+    match source {
+        ScanSource::Table { name } => list_table(&data_dir, name),
+        ScanSource::Files { paths } => list_files(&data_dir, paths),
+    }
+}
+
+/// Lists `source` and reads its schema (footers through `cache`).
+pub fn resolve(
+    data_dir: &Path,
+    source: &ScanSource,
+    cache: &MetadataCache,
+) -> Result<ResolvedTable, TableError> {
+    let listing = list(data_dir, source)?;
+    let schema = table_schema(&listing, cache)?;
+    Ok(ResolvedTable { listing, schema })
+}
+
+fn canonical(path: &Path) -> Result<PathBuf, TableError> {
+    fs::canonicalize(path).map_err(|source| TableError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Checks a relative path given by a client: no root, no `..`, no hidden component.
+fn check_relative(what: &'static str, text: &str) -> Result<(), TableError> {
+    let invalid = |reason| TableError::InvalidName {
+        what,
+        name: text.to_owned(),
+        reason,
+    };
+    if text.is_empty() {
+        return Err(invalid("empty"));
+    }
+    if text.contains('\0') {
+        return Err(invalid("contains NUL"));
+    }
+    for component in Path::new(text).components() {
+        match component {
+            Component::Normal(c) if c.to_string_lossy().starts_with('.') => {
+                return Err(invalid("hidden components are not tables or data"));
+            }
+            Component::Normal(_) | Component::CurDir => {}
+            Component::ParentDir => return Err(invalid("'..' leaves the data directory")),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(invalid("must be relative to the data directory"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn list_table(data_dir: &Path, name: &str) -> Result<Listing, TableError> {
+    check_relative("table name", name)?;
+    let root = data_dir.join(name);
+    if !root.is_dir() {
+        return Err(TableError::NoSuchTable {
+            name: name.to_owned(),
+            data_dir: data_dir.to_path_buf(),
+            nearest: nearest_table(data_dir, name),
+        });
+    }
+    let mut walk = Walk::new(data_dir);
+    walk.dir(&root, 0, &mut |rel| {
+        rel.extension().is_some_and(|e| e == "parquet")
+    })?;
+    if walk.files.is_empty() {
+        return Err(TableError::EmptyTable {
+            name: name.to_owned(),
+        });
+    }
+    let prefix = Path::new(name);
+    let files = walk
+        .files
+        .iter()
+        .map(|rel| rel.strip_prefix(prefix).unwrap_or(rel).to_path_buf())
+        .collect();
+    walk.finish(files, root)
+}
+
+fn list_files(data_dir: &Path, paths: &[PathBuf]) -> Result<Listing, TableError> {
+    let mut walk = Walk::new(data_dir);
+    for path in paths {
+        let text = path.to_string_lossy().replace('\\', "/");
+        check_relative("path", &text)?;
+        let components: Vec<&str> = text
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        if components.len() > MAX_PATTERN_COMPONENTS
+            || components.iter().filter(|c| **c == "**").count() > 4
+        {
+            return Err(TableError::TooLarge {
+                what: "a glob pattern",
+                limit: MAX_PATTERN_COMPONENTS,
+            });
+        }
+        let literal = components.iter().take_while(|c| !is_glob(c)).count();
+        if literal == components.len() {
+            let rel: PathBuf = components.iter().collect();
+            let full = data_dir.join(&rel);
+            if !full.is_file() {
+                return Err(TableError::NoSuchFile { path: rel });
+            }
+            walk.file(&rel)?;
+            if let Some(parent) = rel.parent() {
+                walk.stat_dir(parent)?;
+            }
+            continue;
+        }
+        let base: PathBuf = components[..literal].iter().collect();
+        let before = walk.files.len();
+        let pattern = &components[literal..];
+        if data_dir.join(&base).is_dir() {
+            walk.dir(&data_dir.join(&base), 0, &mut |rel| {
+                let rel = rel.strip_prefix(&base).unwrap_or(rel);
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+                glob_match(pattern, &parts)
+            })?;
+        }
+        if walk.files.len() == before {
+            return Err(TableError::NoMatch { pattern: text });
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut files = Vec::new();
+    let mut versions = Vec::new();
+    for (file, version) in walk.files.iter().zip(&walk.versions) {
+        if seen.insert(file.clone()) {
+            files.push(file.clone());
+            versions.push(version.clone());
+        }
+    }
+    walk.files = files.clone();
+    walk.versions = versions;
+    walk.finish(files, data_dir.to_path_buf())
+}
+
+fn is_glob(component: &str) -> bool {
+    component.contains(['*', '?'])
+}
+
+/// Whether the path `components` match the glob `pattern` components.
+pub fn glob_match(pattern: &[&str], path: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => path.is_empty(),
+        Some((&"**", rest)) => (0..=path.len()).any(|skip| glob_match(rest, &path[skip..])),
+        Some((first, rest)) => match path.split_first() {
+            Some((name, path_rest)) => segment_match(first, name) && glob_match(rest, path_rest),
+            None => false,
+        },
+    }
+}
+
+/// `*` (any run of characters) and `?` (one character) within one component; hidden
+/// names are matched only by a pattern that starts with a literal dot.
+fn segment_match(pattern: &str, name: &str) -> bool {
+    if name.starts_with('.') && !pattern.starts_with('.') {
+        return false;
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// Collects files and directory versions below the data directory.
+struct Walk<'a> {
+    data_dir: &'a Path,
+    files: Vec<PathBuf>,
+    versions: Vec<FileVersion>,
+    dirs: Vec<FileVersion>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(data_dir: &'a Path) -> Self {
+        Self {
+            data_dir,
+            files: Vec::new(),
+            versions: Vec::new(),
+            dirs: Vec::new(),
+        }
+    }
+
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TableError + '_ {
+        move |source| TableError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn rel(&self, full: &Path) -> PathBuf {
+        full.strip_prefix(self.data_dir)
+            .unwrap_or(full)
+            .to_path_buf()
+    }
+
+    fn stat_dir(&mut self, rel: &Path) -> Result<(), TableError> {
+        let full = self.data_dir.join(rel);
+        let meta = fs::metadata(&full).map_err(Self::io(&full))?;
+        self.dirs.push(version(rel.to_path_buf(), &meta));
+        Ok(())
+    }
+
+    /// Adds a file given relative to the data directory.
+    fn file(&mut self, rel: &Path) -> Result<(), TableError> {
+        let full = self.data_dir.join(rel);
+        let real = fs::canonicalize(&full).map_err(Self::io(&full))?;
+        if !real.starts_with(self.data_dir) {
+            return Err(TableError::Escapes {
+                path: rel.to_path_buf(),
+            });
+        }
+        let meta = fs::metadata(&real).map_err(Self::io(&full))?;
+        if self.files.len() >= MAX_FILES {
+            return Err(TableError::TooLarge {
+                what: "the number of files",
+                limit: MAX_FILES,
+            });
+        }
+        self.files.push(rel.to_path_buf());
+        self.versions.push(version(rel.to_path_buf(), &meta));
+        Ok(())
+    }
+
+    /// Walks `dir` (absolute) recursively in sorted order, adding the files (paths
+    /// relative to the data directory) for which `keep` says yes.
+    fn dir(
+        &mut self,
+        dir: &Path,
+        depth: usize,
+        keep: &mut dyn FnMut(&Path) -> bool,
+    ) -> Result<(), TableError> {
+        if depth > MAX_DEPTH {
+            return Err(TableError::TooLarge {
+                what: "the directory depth",
+                limit: MAX_DEPTH,
+            });
+        }
+        let rel_dir = self.rel(dir);
+        self.stat_dir(&rel_dir)?;
+        let mut entries = Vec::new();
+        for entry in fs::read_dir(dir).map_err(Self::io(dir))? {
+            let entry = entry.map_err(Self::io(dir))?;
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let file_type = entry.file_type().map_err(Self::io(&entry.path()))?;
+            entries.push((name, file_type));
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, file_type) in entries {
+            let full = dir.join(&name);
+            let rel = rel_dir.join(&name);
+            // Symbolic links to directories are not followed (no cycles); links to files
+            // are, if they stay inside the data directory (checked in `file`).
+            let is_file = file_type.is_file()
+                || (file_type.is_symlink() && fs::metadata(&full).is_ok_and(|m| m.is_file()));
+            if file_type.is_dir() {
+                self.dir(&full, depth + 1, keep)?;
+            } else if is_file && keep(&rel) {
+                self.file(&rel)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, files: Vec<PathBuf>, root: PathBuf) -> Result<Listing, TableError> {
+        self.dirs.sort_by(|a, b| a.path.cmp(&b.path));
+        self.dirs.dedup_by(|a, b| a.path == b.path);
+        Ok(Listing {
+            root,
+            files,
+            file_versions: self.versions,
+            dirs: self.dirs,
+        })
+    }
+}
+
+fn version(path: PathBuf, meta: &fs::Metadata) -> FileVersion {
+    let modified_ns = meta
+        .modified()
+        .ok()
+        .map(|t| match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => d.as_nanos() as i128,
+            Err(e) => -(e.duration().as_nanos() as i128),
+        })
+        .unwrap_or(0);
+    FileVersion {
+        path,
+        size_bytes: meta.len(),
+        modified_ns,
+    }
+}
+
+/// The existing table name closest to `name` (edit distance at most half its length).
+fn nearest_table(data_dir: &Path, name: &str) -> Option<String> {
+    let entries = fs::read_dir(data_dir).ok()?;
+    let mut best: Option<(usize, String)> = None;
+    for entry in entries.flatten().take(10_000) {
+        let candidate = entry.file_name().to_string_lossy().into_owned();
+        if candidate.starts_with('.') || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let d = edit_distance(name, &candidate);
+        if best
+            .as_ref()
+            .is_none_or(|(bd, bn)| (d, &candidate) < (*bd, bn))
+        {
+            best = Some((d, candidate));
+        }
+    }
+    best.filter(|(d, _)| *d <= name.chars().count().max(2) / 2 + 1)
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein distance over characters.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Whether the file's footer is encrypted (`PARE` magic at the end).
+fn has_encrypted_footer(path: &Path) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut magic = [0u8; 4];
+    file.seek(SeekFrom::End(-4)).is_ok() && file.read_exact(&mut magic).is_ok() && &magic == b"PARE"
+}
+
+/// The Arrow schema of one file, as the scan's reader maps it.
+fn file_schema(path: &Path, cache: &MetadataCache) -> Result<SchemaRef, TableError> {
+    if has_encrypted_footer(path) {
+        return Err(TableError::Encrypted {
+            file: path.to_path_buf(),
+        });
+    }
+    let file = File::open(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => TableError::Scan(ScanError::Missing {
+            file: path.to_path_buf(),
+        }),
+        _ => TableError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
+    let meta = cache.get_or_load(path, &file, false)?;
+    let arrow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ArrowReaderMetadata::try_new(meta, ArrowReaderOptions::new())
+    }))
+    .map_err(|_| {
+        TableError::Scan(ScanError::DecoderPanic {
+            file: path.to_path_buf(),
+            message: "while mapping the schema".into(),
+        })
+    })?
+    .map_err(|source| {
+        TableError::Scan(ScanError::Corrupt {
+            file: path.to_path_buf(),
+            source,
+        })
+    })?;
+    Ok(Arc::clone(arrow.schema()))
+}
+
+/// Hive partition keys of `rel` (relative to the table root), in path order.
+fn partition_keys(rel: &Path) -> Vec<String> {
+    let text = rel.to_string_lossy().replace('\\', "/");
+    let values = PartitionValues::from_relative_path(&text);
+    let mut keys: Vec<String> = Vec::new();
+    let mut components: Vec<&str> = text.split('/').filter(|c| !c.is_empty()).collect();
+    components.pop();
+    for c in components {
+        if let Some((k, _)) = c.split_once('=') {
+            if values.contains(k) && !keys.iter().any(|x| x == k) {
+                keys.push(k.to_owned());
+            }
+        }
+    }
+    for (k, _) in values.iter() {
+        if !keys.iter().any(|x| x == k) {
+            keys.push(k.to_owned());
+        }
+    }
+    keys
+}
+
+/// Strips dictionary encoding: the logical type a column compares by.
+fn logical(data_type: &DataType) -> &DataType {
+    match data_type {
+        DataType::Dictionary(_, value) => logical(value),
+        other => other,
+    }
+}
+
+/// The table schema of `listing`: the first file's columns, then its partition columns;
+/// every other file must agree.
+pub fn table_schema(listing: &Listing, cache: &MetadataCache) -> Result<SchemaRef, TableError> {
+    let Some(first_rel) = listing.files.first() else {
+        return Ok(Arc::new(Schema::empty()));
+    };
+    let first_path = listing.root.join(first_rel);
+    let first = file_schema(&first_path, cache)?;
+    let mut fields: Vec<Field> = first.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let partitions: Vec<String> = partition_keys(first_rel)
+        .into_iter()
+        .filter(|k| first.index_of(k).is_err())
+        .collect();
+    for other_rel in &listing.files[1..] {
+        let other_path = listing.root.join(other_rel);
+        let other = file_schema(&other_path, cache)?;
+        let mismatch = |detail: String| TableError::SchemaMismatch {
+            first: first_path.clone(),
+            other: other_path.clone(),
+            detail,
+        };
+        if other.fields().len() != first.fields().len() {
+            return Err(mismatch(format!(
+                "{} columns vs {}",
+                first.fields().len(),
+                other.fields().len()
+            )));
+        }
+        for (table_field, field) in fields.iter_mut().zip(other.fields()) {
+            if table_field.name() != field.name() {
+                return Err(mismatch(format!(
+                    "column {:?} vs {:?}",
+                    table_field.name(),
+                    field.name()
+                )));
+            }
+            if logical(table_field.data_type()) != logical(field.data_type()) {
+                return Err(mismatch(format!(
+                    "column {:?} is {} vs {}",
+                    field.name(),
+                    table_field.data_type(),
+                    field.data_type()
+                )));
+            }
+            if field.is_nullable() && !table_field.is_nullable() {
+                *table_field = table_field.clone().with_nullable(true);
+            }
+        }
+        let keys = partition_keys(other_rel);
+        if let Some(missing) = partitions.iter().find(|k| !keys.contains(k)) {
+            return Err(mismatch(format!("partition column {missing:?} is missing")));
+        }
+    }
+    fields.extend(
+        partitions
+            .into_iter()
+            .map(|k| Field::new(k, DataType::Utf8, true)),
+    );
+    Ok(Arc::new(Schema::new_with_metadata(
+        fields,
+        first.metadata().clone(),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(pattern: &str, path: &str) -> bool {
+        let p: Vec<&str> = pattern.split('/').collect();
+        let q: Vec<&str> = path.split('/').collect();
+        glob_match(&p, &q)
+    }
+
+    #[test]
+    fn globs_match_like_a_shell() {
+        assert!(m("*.parquet", "a.parquet"));
+        assert!(!m("*.parquet", "x/a.parquet"));
+        assert!(m("**/*.parquet", "a.parquet"));
+        assert!(m("**/*.parquet", "x/y/a.parquet"));
+        assert!(m(
+            "symbol=*/date=2024-0?-*/*.parquet",
+            "symbol=SPY/date=2024-01-02/p.parquet"
+        ));
+        assert!(!m("symbol=*/*.parquet", "symbol=SPY/date=x/p.parquet"));
+        assert!(m("a*b*c", "abc"));
+        assert!(m("a*b*c", "axxbyyc"));
+        assert!(!m("a*b*c", "axxbyy"));
+        assert!(!m("*", ".hidden"));
+        assert!(m("**", "x/y/z"));
+        assert!(m("x/**/z", "x/z"));
+        assert!(m("é?", "éü"));
+    }
+
+    #[test]
+    fn edit_distance_is_levenshtein() {
+        assert_eq!(edit_distance("ohlcv", "ohlcv"), 0);
+        assert_eq!(edit_distance("ohlvc", "ohlcv"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn escaping_names_are_refused() {
+        for bad in ["../x", "/etc", "a/../../b", ".ringscan", "a/.hidden", ""] {
+            assert!(check_relative("path", bad).is_err(), "{bad}");
+        }
+        for good in ["ohlcv", "ohlcv/symbol=SPY/*.parquet", "./a"] {
+            assert!(check_relative("path", good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn partition_keys_keep_path_order() {
+        assert_eq!(
+            partition_keys(Path::new("symbol=SPY/date=2024-01-02/p.parquet")),
+            ["symbol", "date"]
+        );
+        assert!(partition_keys(Path::new("p.parquet")).is_empty());
+    }
+}
