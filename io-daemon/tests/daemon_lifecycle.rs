@@ -1,0 +1,141 @@
+//! The daemon process's life: status, stop, one daemon per data directory, stale
+//! socket, idle exit, racing starters.
+
+mod daemon_support;
+
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use daemon_support::{spawn, write_file, Daemon, BIN};
+use ringscan_ipc::client::{ensure_daemon, socket_path, DaemonClient};
+
+#[test]
+fn status_then_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut daemon = Daemon::start(&data, &["--idle-timeout", "5m"]);
+    let status = daemon.client().status().unwrap();
+    assert_eq!(status.pid, daemon.child.id());
+    assert_eq!(status.idle_timeout_ms, 300_000);
+    assert_eq!(status.scans_active, 0);
+    assert_eq!(status.data_dir, std::fs::canonicalize(&data).unwrap());
+    daemon.client().stop().unwrap();
+    let exit = daemon.wait_exit(Duration::from_secs(5)).expect("exited");
+    assert!(exit.success(), "{exit:?}");
+    assert!(!socket_path(&data).exists(), "socket removed");
+    assert!(data.join(".ringscan/io.lock").exists(), "lock file kept");
+    let log = std::fs::read_to_string(data.join(".ringscan/io.log")).unwrap();
+    assert!(log.contains("stop requested"), "{log}");
+}
+
+#[test]
+fn a_second_daemon_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let daemon = Daemon::start(&data, &[]);
+    let out = Command::new(BIN)
+        .arg("--data")
+        .arg(&data)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("already serves") && stderr.contains(&format!("pid {}", daemon.child.id())),
+        "{stderr}"
+    );
+    daemon.client().ping().unwrap();
+}
+
+#[test]
+fn a_stale_socket_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join(".ringscan")).unwrap();
+    // A socket left by a daemon that was killed: bound, nobody listening.
+    drop(std::os::unix::net::UnixListener::bind(socket_path(&data)).unwrap());
+    assert!(socket_path(&data).exists());
+    assert!(DaemonClient::connect(socket_path(&data)).is_err());
+    let daemon = Daemon::start(&data, &[]);
+    daemon.client().ping().unwrap();
+}
+
+#[test]
+fn idle_daemon_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut daemon = Daemon::start(&data, &["--idle-timeout", "1s"]);
+    let start = Instant::now();
+    let exit = daemon
+        .wait_exit(Duration::from_secs(10))
+        .expect("idle exit");
+    assert!(exit.success());
+    assert!(
+        start.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(!socket_path(&data).exists());
+    let log = std::fs::read_to_string(data.join(".ringscan/io.log")).unwrap();
+    assert!(log.contains("exiting (idle)"), "{log}");
+}
+
+#[test]
+fn racing_clients_share_one_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    write_file(&data.join("t/a.parquet"), 0, 10);
+    let children = Mutex::new(Vec::new());
+    let pids: Vec<u32> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let spawn = || {
+                        children
+                            .lock()
+                            .unwrap()
+                            .push(spawn(&data, &["--idle-timeout", "30s"]));
+                        Ok(())
+                    };
+                    let mut client = ensure_daemon(&data, &spawn, Duration::from_secs(10)).unwrap();
+                    client.status().unwrap().pid
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(pids.windows(2).all(|w| w[0] == w[1]), "{pids:?}");
+    let mut children = children.into_inner().unwrap();
+    assert!(!children.is_empty());
+    // The winner serves; every loser exited on its own.
+    let mut winner = None;
+    for child in &mut children {
+        if child.id() == pids[0] {
+            winner = Some(child.id());
+        } else {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(
+                child.try_wait().unwrap().is_some(),
+                "a losing daemon is still running"
+            );
+        }
+    }
+    assert!(winner.is_some(), "the serving daemon is one of ours");
+    let _ = DaemonClient::connect(socket_path(&data)).unwrap().stop();
+    for mut child in children {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
