@@ -1,0 +1,4 @@
+//! Helpers shared by the root integration tests.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+pub(crate) mod python;
