@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+mod footer_probe;
 pub mod prune;
 pub mod scan;
 pub mod server;
