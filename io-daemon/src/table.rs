@@ -678,6 +678,29 @@ mod tests {
         assert!(m("é?", "éü"));
     }
 
+    /// The obvious exponential matcher, as the reference for `segment_match`.
+    fn naive(p: &[char], n: &[char]) -> bool {
+        match p.split_first() {
+            None => n.is_empty(),
+            Some(('*', rest)) => (0..=n.len()).any(|i| naive(rest, &n[i..])),
+            Some((c, rest)) => n
+                .split_first()
+                .is_some_and(|(m, nrest)| (*c == '?' || c == m) && naive(rest, nrest)),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn segment_match_agrees_with_the_naive_matcher(
+            pattern in "[ab*?é]{0,8}",
+            name in "[abé]{0,10}",
+        ) {
+            let p: Vec<char> = pattern.chars().collect();
+            let n: Vec<char> = name.chars().collect();
+            proptest::prop_assert_eq!(segment_match(&pattern, &name), naive(&p, &n));
+        }
+    }
+
     #[test]
     fn edit_distance_is_levenshtein() {
         assert_eq!(edit_distance("ohlcv", "ohlcv"), 0);
