@@ -29,6 +29,8 @@ enum Command {
     Runs(cmd::runs::RunsArgs),
     /// Run a benchmark suite.
     Bench(cmd::bench::BenchArgs),
+    /// The IO daemon of a data directory: run, start, status, stop.
+    Daemon(cmd::daemon::DaemonArgs),
     /// Internal: the peer process of cross-process benchmarks and tests.
     #[command(name = "__peer", hide = true)]
     Peer(cmd::bench::PeerArgs),
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => cmd::generate::run(args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Daemon(args) => cmd::daemon::run(args),
         Command::Peer(args) => cmd::bench::peer(args),
     };
     match result {

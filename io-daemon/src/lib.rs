@@ -4,8 +4,11 @@
 //! Built so far: [`prune`], which proves from metadata that files, row groups and pages
 //! hold no row matching a scan's [`Predicate`](ringscan_ipc::msg::Predicate), and
 //! [`scan`], the single-threaded scan path as a library (footer cache, pruning, decode,
-//! filter, projection, limit) feeding a batch callback. Still to come: the column-chunk
-//! scheduler, parallel decode and the shared-memory ring.
+//! filter, projection, limit) feeding a batch callback; [`table`], which resolves a
+//! table name or file globs to files, a schema and a data version; and [`server`], the
+//! daemon process (control socket, one ring per scan, lock, idle exit) run by the
+//! `ringscan-io` binary and `ringscan daemon run`. Still to come: the column-chunk
+//! scheduler and parallel decode.
 //!
 //! ```
 //! use ringscan_io_daemon::prune::{PartitionValues, Verdict};
@@ -23,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+mod footer_probe;
 pub mod prune;
 pub mod scan;
 pub mod server;

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeSet;
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
@@ -498,22 +497,33 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// Whether the file's footer is encrypted (`PARE` magic at the end).
-fn has_encrypted_footer(path: &Path) -> bool {
-    let Ok(mut file) = File::open(path) else {
-        return false;
-    };
-    let mut magic = [0u8; 4];
-    file.seek(SeekFrom::End(-4)).is_ok() && file.read_exact(&mut magic).is_ok() && &magic == b"PARE"
+/// The file a scan error is about, when the error could be an encrypted file's.
+fn failed_file(error: &ScanError) -> Option<&Path> {
+    match error {
+        ScanError::Corrupt { file, .. }
+        | ScanError::Decode { file, .. }
+        | ScanError::DecoderPanic { file, .. }
+        | ScanError::Unsupported { file, .. }
+        | ScanError::Arrow { file, .. } => Some(file),
+        _ => None,
+    }
+}
+
+/// [`TableError::Encrypted`] when `error` is about a file that is encrypted (the
+/// parquet crate, built without encryption, reports those as corrupt).
+pub fn encrypted_error(error: &ScanError) -> Option<TableError> {
+    let file = failed_file(error)?;
+    crate::footer_probe::is_encrypted(file).then(|| TableError::Encrypted {
+        file: file.to_path_buf(),
+    })
+}
+
+fn with_encryption_check(error: ScanError) -> TableError {
+    encrypted_error(&error).unwrap_or(TableError::Scan(error))
 }
 
 /// The Arrow schema of one file, as the scan's reader maps it.
 fn file_schema(path: &Path, cache: &MetadataCache) -> Result<SchemaRef, TableError> {
-    if has_encrypted_footer(path) {
-        return Err(TableError::Encrypted {
-            file: path.to_path_buf(),
-        });
-    }
     let file = File::open(path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => TableError::Scan(ScanError::Missing {
             file: path.to_path_buf(),
@@ -523,7 +533,9 @@ fn file_schema(path: &Path, cache: &MetadataCache) -> Result<SchemaRef, TableErr
             source,
         },
     })?;
-    let meta = cache.get_or_load(path, &file, false)?;
+    let meta = cache
+        .get_or_load(path, &file, false)
+        .map_err(with_encryption_check)?;
     let arrow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         ArrowReaderMetadata::try_new(meta, ArrowReaderOptions::new())
     }))
@@ -664,6 +676,29 @@ mod tests {
         assert!(m("**", "x/y/z"));
         assert!(m("x/**/z", "x/z"));
         assert!(m("é?", "éü"));
+    }
+
+    /// The obvious exponential matcher, as the reference for `segment_match`.
+    fn naive(p: &[char], n: &[char]) -> bool {
+        match p.split_first() {
+            None => n.is_empty(),
+            Some(('*', rest)) => (0..=n.len()).any(|i| naive(rest, &n[i..])),
+            Some((c, rest)) => n
+                .split_first()
+                .is_some_and(|(m, nrest)| (*c == '?' || c == m) && naive(rest, nrest)),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn segment_match_agrees_with_the_naive_matcher(
+            pattern in "[ab*?é]{0,8}",
+            name in "[abé]{0,10}",
+        ) {
+            let p: Vec<char> = pattern.chars().collect();
+            let n: Vec<char> = name.chars().collect();
+            proptest::prop_assert_eq!(segment_match(&pattern, &name), naive(&p, &n));
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub(crate) mod bench;
 pub(crate) mod common;
+pub(crate) mod daemon;
 pub(crate) mod demo;
 pub(crate) mod generate;
 pub(crate) mod runs;

@@ -190,10 +190,11 @@ impl Drop for ScanSlot {
 
 /// Runs the daemon for `config.data_dir` until it is stopped or idle.
 pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
-    let state = state_dir(&config.data_dir);
+    // The data directory must exist: a typo must not create a new one.
+    let data_dir = fs::canonicalize(&config.data_dir)
+        .map_err(io_error("resolving the data directory", &config.data_dir))?;
+    let state = state_dir(&data_dir);
     fs::create_dir_all(&state).map_err(io_error("creating", &state))?;
-    let data_dir =
-        fs::canonicalize(&config.data_dir).map_err(io_error("resolving", &config.data_dir))?;
 
     let lock_file = lock_path(&data_dir);
     let mut lock = File::options()

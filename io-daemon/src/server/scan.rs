@@ -345,7 +345,12 @@ fn run_scan(
     }));
     let mut summary = match outcome {
         Ok(Ok(summary)) => summary,
-        Ok(Err(e)) => return Err(chain(&e)),
+        Ok(Err(e)) => {
+            return Err(match table::encrypted_error(&e) {
+                Some(encrypted) => chain(&encrypted),
+                None => chain(&e),
+            })
+        }
         Err(payload) => {
             let text = payload
                 .downcast_ref::<&str>()

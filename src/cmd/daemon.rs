@@ -1,0 +1,203 @@
+//! `ringscan daemon run|start|status|stop`: the IO daemon of a data directory.
+//!
+//! `run` serves in the foreground; `start` spawns `ringscan daemon run` detached (its
+//! own process group, stdin from /dev/null, stdout and stderr appended to
+//! `<data>/.ringscan/io.log`) and waits until it answers; `status` and `stop` talk to
+//! the running one over its socket.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use ringscan_io_daemon::server::{self, log_path, parse_duration, state_dir, DaemonConfig};
+use ringscan_ipc::client::{ensure_daemon, socket_path, DaemonClient};
+
+use super::common::data_dir;
+
+/// How long `start` waits for the new daemon to answer, and `stop` for it to exit.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Flags of `ringscan daemon`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DaemonArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Serve in the foreground until stopped or idle.
+    Run(Opts),
+    /// Start a daemon in the background (if none runs) and wait until it answers.
+    Start(Opts),
+    /// Show the running daemon's pid, uptime, scans and cache (exit 1 if none).
+    Status(Opts),
+    /// Stop the running daemon and wait for it to exit (exit 1 if none).
+    Stop(Opts),
+}
+
+#[derive(Debug, clap::Args)]
+struct Opts {
+    /// Data directory [default: $RINGSCAN_DATA, else ./ringscan-data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Exit after this long without connections (e.g. 30s, 10m, 1h).
+    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
+    idle_timeout: Duration,
+}
+
+pub(crate) fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
+    match args.action {
+        Action::Run(opts) => run_foreground(&opts),
+        Action::Start(opts) => start(&opts),
+        Action::Status(opts) => status(&opts),
+        Action::Stop(opts) => stop(&opts),
+    }
+}
+
+fn run_foreground(opts: &Opts) -> anyhow::Result<ExitCode> {
+    let data = data_dir(opts.data.as_deref());
+    let mut config = DaemonConfig::new(&data);
+    config.idle_timeout = opts.idle_timeout;
+    server::run(config).with_context(|| format!("IO daemon for {}", data.display()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Spawns `exe daemon run --data <data_dir> --idle-timeout <idle_timeout>` detached:
+/// its own process group (a Ctrl-C in the caller's terminal does not reach it), stdin
+/// from /dev/null, stdout and stderr appended to `<data>/.ringscan/io.log`. Returns
+/// once spawned; the caller waits for it to answer (see `ensure_daemon`). `ringscan
+/// query` passes this to `ringscan_ipc::client::ensure_daemon`.
+pub(crate) fn spawn_detached(
+    exe: &Path,
+    data_dir: &Path,
+    idle_timeout: Duration,
+) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    std::fs::create_dir_all(state_dir(data_dir))?;
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path(data_dir))?;
+    let child = Command::new(exe)
+        .arg("daemon")
+        .arg("run")
+        .arg("--data")
+        .arg(data_dir)
+        .arg("--idle-timeout")
+        .arg(format!("{}ms", idle_timeout.as_millis()))
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
+    // Not waited for: it outlives us (our exit reparents it to init, which reaps it).
+    drop(child);
+    Ok(())
+}
+
+fn start(opts: &Opts) -> anyhow::Result<ExitCode> {
+    let data = data_dir(opts.data.as_deref());
+    anyhow::ensure!(
+        data.is_dir(),
+        "data directory {} does not exist",
+        data.display()
+    );
+    let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
+    let spawned = std::cell::Cell::new(false);
+    let spawn = || {
+        spawned.set(true);
+        spawn_detached(&exe, &data, opts.idle_timeout)
+    };
+    let mut client = ensure_daemon(&data, &spawn, WAIT).with_context(|| {
+        format!(
+            "the IO daemon did not start (see {})",
+            log_path(&data).display()
+        )
+    })?;
+    let status = client
+        .status()
+        .context("asking the daemon for its status")?;
+    println!(
+        "IO daemon {} (pid {}) for {}",
+        if spawned.get() {
+            "started"
+        } else {
+            "already running"
+        },
+        status.pid,
+        data.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn connect(data: &Path) -> Option<DaemonClient> {
+    let mut client = DaemonClient::connect(socket_path(data))
+        .ok()?
+        .with_timeout(Duration::from_secs(5));
+    client.ping().ok()?;
+    Some(client)
+}
+
+fn status(opts: &Opts) -> anyhow::Result<ExitCode> {
+    let data = data_dir(opts.data.as_deref());
+    let Some(mut client) = connect(&data) else {
+        println!("no daemon running for {}", data.display());
+        return Ok(ExitCode::FAILURE);
+    };
+    let s = client
+        .status()
+        .context("asking the daemon for its status")?;
+    let cache = &s.metadata_cache;
+    println!("pid            {}", s.pid);
+    println!("data           {}", s.data_dir.display());
+    println!("uptime         {:.1} s", s.uptime_ms as f64 / 1000.0);
+    println!("idle timeout   {:.1} s", s.idle_timeout_ms as f64 / 1000.0);
+    println!(
+        "scans          {} active, {} served",
+        s.scans_active, s.scans_served
+    );
+    println!(
+        "footer cache   {} entries, {} of {} bytes, {} hits, {} misses, {} evictions",
+        cache.entries, cache.bytes, cache.capacity_bytes, cache.hits, cache.misses, cache.evictions
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stop(opts: &Opts) -> anyhow::Result<ExitCode> {
+    let data = data_dir(opts.data.as_deref());
+    let Some(mut client) = connect(&data) else {
+        println!("no daemon running for {}", data.display());
+        return Ok(ExitCode::FAILURE);
+    };
+    let pid = client.status().map(|s| s.pid).ok();
+    client.stop().context("asking the daemon to stop")?;
+    let start = Instant::now();
+    while socket_path(&data).exists() && start.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    anyhow::ensure!(
+        !socket_path(&data).exists(),
+        "the IO daemon did not exit within {} s",
+        WAIT.as_secs()
+    );
+    // The socket goes just before the lock: wait for the lock too, so that a `start`
+    // right after this finds the directory free.
+    let lock = server::lock_path(&data);
+    while start.elapsed() < WAIT {
+        let free = std::fs::File::open(&lock)
+            .map(|f| f.try_lock().is_ok())
+            .unwrap_or(true);
+        if free {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match pid {
+        Some(pid) => println!("stopped IO daemon pid {pid} for {}", data.display()),
+        None => println!("stopped IO daemon for {}", data.display()),
+    }
+    Ok(ExitCode::SUCCESS)
+}
