@@ -44,7 +44,6 @@ enum State {
 #[derive(Debug)]
 struct Acc {
     expr: Expr,
-    func: AggFunc,
     arg: Option<Expr>,
     /// `DISTINCT`: the distinct values per group, fed to `state` when finishing.
     distinct: Option<(RowConverter, Vec<HashSet<Box<[u8]>>>)>,
@@ -96,7 +95,6 @@ impl Acc {
         };
         Ok(Self {
             expr: expr.clone(),
-            func: *func,
             arg: arg.as_deref().cloned(),
             distinct,
             state,

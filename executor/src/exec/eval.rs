@@ -324,7 +324,7 @@ fn sql_cast(e: &Expr, a: &ArrayRef, to: &DataType) -> Result<ArrayRef, ExecError
     }
     if types::is_string(to) && (types::is_temporal(from) || from.is_floating()) {
         let strings: StringArray = (0..a.len())
-            .map(|i| crate::format::cell_text(a.as_ref(), i))
+            .map(|i| crate::format::cell(a.as_ref(), i))
             .collect();
         return cast(e, &(Arc::new(strings) as ArrayRef), to);
     }

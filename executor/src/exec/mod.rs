@@ -30,7 +30,6 @@ use crate::bind::{OutputColumn, SortKey};
 use crate::expr::Expr;
 use crate::pushdown::{Operator, PhysicalPlan};
 
-pub(crate) use eval::{literal_array, trunc_micros};
 
 /// A finished query's rows.
 #[derive(Debug, Clone)]

@@ -305,7 +305,7 @@ fn eval(e: &Expr, env: &Env<'_>, plan: &LogicalPlan) -> R<V> {
             }
         }
         Expr::DateTrunc { unit, expr } => match eval(expr, env, plan)? {
-            V::Ts(t) => V::Ts(super::trunc_micros(t, *unit).ok_or_else(|| overflow(e))?),
+            V::Ts(t) => V::Ts(super::eval::trunc_micros(t, *unit).ok_or_else(|| overflow(e))?),
             other => other,
         },
         Expr::Aggregate { .. } => return Err(RefError(format!("aggregate {e} unbound"))),
