@@ -252,3 +252,107 @@ pub fn write_json(out: &mut dyn Write, result: &QueryResult) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{
+        ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    };
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+
+    fn result() -> QueryResult {
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
+        let tz = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("sym", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+            Field::new("x", DataType::Float64, true),
+            Field::new("t", ts, true),
+            Field::new("tz", tz, true),
+        ]));
+        let t = 1_704_187_800_000_000i64;
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![Some("a,\"b\""), None, Some("c")])),
+            Arc::new(Int64Array::from(vec![Some(1), Some(-20), None])),
+            Arc::new(Float64Array::from(vec![Some(0.1), Some(f64::NAN), Some(1e20)])),
+            Arc::new(TimestampMicrosecondArray::from(vec![Some(t), None, Some(t + 1)])),
+            Arc::new(
+                TimestampMicrosecondArray::from(vec![Some(t), None, None]).with_timezone("UTC"),
+            ),
+        ];
+        let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+        QueryResult {
+            schema,
+            batches: vec![batch],
+            rows: 3,
+        }
+    }
+
+    fn render(f: Format) -> String {
+        let mut out = Vec::new();
+        f.write(&mut out, &result()).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn doubles_print_like_duckdb() {
+        let cases = [
+            (0.1, "0.1"),
+            (100.0, "100.0"),
+            (1e20, "1e+20"),
+            (1e-7, "1e-07"),
+            (123_456_789_012_345_680.0, "1.2345678901234568e+17"),
+            (1.5e300, "1.5e+300"),
+            (-0.0, "-0.0"),
+            (f64::INFINITY, "inf"),
+        ];
+        for (v, s) in cases {
+            assert_eq!(format_f64(v), s);
+            assert!(s == "inf" || s.parse::<f64>().unwrap() == v);
+        }
+    }
+
+    #[test]
+    fn csv_quotes_and_nulls() {
+        let text = render(Format::Csv);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "sym,n,x,t,tz");
+        assert_eq!(
+            lines[1],
+            "\"a,\"\"b\"\"\",1,0.1,2024-01-02 09:30:00,2024-01-02 09:30:00+00"
+        );
+        assert_eq!(lines[2], ",-20,nan,,");
+        assert_eq!(lines[3], "c,,1e+20,2024-01-02 09:30:00.000001,");
+    }
+
+    #[test]
+    fn json_lines() {
+        let text = render(Format::Json);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        for l in &lines {
+            serde_json::from_str::<serde_json::Value>(l).unwrap();
+        }
+        assert_eq!(
+            lines[1],
+            r#"{"sym":null,"n":-20,"x":"NaN","t":null,"tz":null}"#
+        );
+        assert!(lines[0].contains(r#""t":"2024-01-02 09:30:00""#));
+    }
+
+    #[test]
+    fn table_aligns_and_counts() {
+        let text = render(Format::Table);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("sym   |    n |     x | t "), "{text}");
+        assert!(lines[1].starts_with("------+------+-------+---"), "{text}");
+        assert!(lines[2].starts_with("a,\"b\" |    1 |   0.1 |"), "{text}");
+        assert!(lines[3].starts_with("NULL  |  -20 |   nan | NULL "), "{text}");
+        assert!(lines[4].contains("| NULL | 1e+20 |"), "{text}");
+        assert_eq!(*lines.last().unwrap(), "(3 rows)");
+    }
+}

@@ -83,3 +83,70 @@ impl ResultCache {
         self.lru.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+    use crate::{execute, plan_sql, scan_schema, ExecError, MemoryCatalog};
+
+    fn plan(sql: &str) -> PhysicalPlan {
+        let mut c = MemoryCatalog::default();
+        c.insert(
+            "t",
+            Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)])),
+        );
+        plan_sql(sql, &c).unwrap()
+    }
+
+    fn result(p: &PhysicalPlan) -> Arc<QueryResult> {
+        let none: Vec<Result<arrow_array::RecordBatch, ExecError>> = vec![];
+        Arc::new(execute(p, scan_schema(p), none).unwrap())
+    }
+
+    #[test]
+    fn changed_version_never_serves_a_stale_result() {
+        let p = plan("SELECT count(*) FROM t");
+        let v1 = vec![(PathBuf::from("/d/a.parquet"), 100, 1_000)];
+        let mut cache = ResultCache::new(1 << 20);
+        cache.insert(ResultKey::new(&p, v1.clone()), result(&p));
+        assert!(cache.get(&ResultKey::new(&p, v1.clone())).is_some());
+        // Same plan from different SQL text: same key.
+        let same = plan("SELECT count(*)\n  FROM t");
+        assert!(cache.get(&ResultKey::new(&same, v1.clone())).is_some());
+        for changed in [
+            vec![(PathBuf::from("/d/a.parquet"), 101, 1_000)],
+            vec![(PathBuf::from("/d/a.parquet"), 100, 1_001)],
+            vec![(PathBuf::from("/d/b.parquet"), 100, 1_000)],
+            vec![
+                (PathBuf::from("/d/a.parquet"), 100, 1_000),
+                (PathBuf::from("/d/new.parquet"), 1, 1),
+            ],
+            vec![],
+        ] {
+            assert!(cache.get(&ResultKey::new(&p, changed)).is_none());
+        }
+        let other = plan("SELECT count(a) FROM t");
+        assert!(cache.get(&ResultKey::new(&other, v1)).is_none());
+        let s = cache.stats();
+        assert_eq!((s.hits, s.entries), (2, 1));
+    }
+
+    #[test]
+    fn bounded_by_bytes() {
+        let p = plan("SELECT count(*) FROM t");
+        let r = result(&p);
+        let key = ResultKey::new(&p, vec![(PathBuf::from("/d/a.parquet"), 0, 0)]);
+        let mut cache = ResultCache::new((r.approx_size_bytes() + key.size_bytes()) * 3);
+        for i in 0..10 {
+            let v = vec![(PathBuf::from("/d/a.parquet"), i, 0)];
+            cache.insert(ResultKey::new(&p, v), r.clone());
+        }
+        let s = cache.stats();
+        assert_eq!((s.entries, s.evictions), (3, 7));
+        assert!(s.bytes <= (r.approx_size_bytes() + key.size_bytes()) * 3);
+    }
+}
