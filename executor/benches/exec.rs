@@ -10,8 +10,7 @@ use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ringscan_executor::{
-    execute, plan_sql, scan_schema, ExecError, MemoryCatalog, PhysicalPlan, ResultCache,
-    ResultKey,
+    execute, plan_sql, scan_schema, ExecError, MemoryCatalog, PhysicalPlan, ResultCache, ResultKey,
 };
 
 const ROWS: usize = 1 << 20;
@@ -79,7 +78,9 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Elements(ROWS as u64));
     g.sample_size(10);
     let topk = plan("SELECT symbol, close FROM ohlcv ORDER BY close DESC LIMIT 10");
-    g.bench_function("topk_1M_k10", |b| b.iter(|| black_box(run(&topk, &batches))));
+    g.bench_function("topk_1M_k10", |b| {
+        b.iter(|| black_box(run(&topk, &batches)))
+    });
     let agg = plan(
         "SELECT symbol, sum(close * volume) / sum(volume) AS vwap, count(*), max(close) \
          FROM ohlcv GROUP BY symbol",
@@ -87,21 +88,33 @@ fn benches(c: &mut Criterion) {
     g.bench_function("hash_agg_1M_500_groups", |b| {
         b.iter(|| black_box(run(&agg, &batches)))
     });
-    let pred = plan("SELECT count(*) FROM ohlcv WHERE close * 2 > 450 AND volume + 1 > 100 OR close < 10");
-    let pred = if pred.operators.is_empty() { topk.clone() } else { pred };
+    let pred =
+        plan("SELECT count(*) FROM ohlcv WHERE close * 2 > 450 AND volume + 1 > 100 OR close < 10");
+    let pred = if pred.operators.is_empty() {
+        topk.clone()
+    } else {
+        pred
+    };
     g.bench_function("residual_predicate_1M", |b| {
         b.iter(|| black_box(run(&pred, &batches)))
     });
     g.finish();
 
-    let small = plan("SELECT symbol, max(close) FROM ohlcv GROUP BY symbol ORDER BY 2 DESC LIMIT 10");
-    let result = Arc::new(ringscan_executor::execute(
-        &small,
-        scan_schema(&small),
-        Vec::<Result<RecordBatch, ExecError>>::new(),
-    )
-    .unwrap());
-    let version = vec![(PathBuf::from("/data/ohlcv/part-0.parquet"), 1 << 30, 1_700_000_000_000_000_000i128)];
+    let small =
+        plan("SELECT symbol, max(close) FROM ohlcv GROUP BY symbol ORDER BY 2 DESC LIMIT 10");
+    let result = Arc::new(
+        ringscan_executor::execute(
+            &small,
+            scan_schema(&small),
+            Vec::<Result<RecordBatch, ExecError>>::new(),
+        )
+        .unwrap(),
+    );
+    let version = vec![(
+        PathBuf::from("/data/ohlcv/part-0.parquet"),
+        1 << 30,
+        1_700_000_000_000_000_000i128,
+    )];
     let mut cache = ResultCache::new(64 << 20);
     cache.insert(ResultKey::new(&small, version.clone()), result);
     let key = ResultKey::new(&small, version.clone());

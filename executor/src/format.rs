@@ -104,9 +104,11 @@ pub(crate) fn cell(a: &dyn Array, i: usize) -> Option<String> {
         DataType::Float16 => format_f64(a.as_primitive::<Float16Type>().value(i).to_f64()),
         DataType::Float32 => format_f64(f64::from(a.as_primitive::<Float32Type>().value(i))),
         DataType::Float64 => format_f64(a.as_primitive::<Float64Type>().value(i)),
-        DataType::Decimal128(_, s) => {
-            arrow_array::types::Decimal128Type::format_decimal(a.as_primitive::<Decimal128Type>().value(i), 38, *s)
-        }
+        DataType::Decimal128(_, s) => arrow_array::types::Decimal128Type::format_decimal(
+            a.as_primitive::<Decimal128Type>().value(i),
+            38,
+            *s,
+        ),
         DataType::Utf8 => a.as_string::<i32>().value(i).to_owned(),
         DataType::LargeUtf8 => a.as_string::<i64>().value(i).to_owned(),
         DataType::Utf8View => a.as_string_view().value(i).to_owned(),
@@ -117,10 +119,19 @@ pub(crate) fn cell(a: &dyn Array, i: usize) -> Option<String> {
         }
         DataType::Timestamp(unit, tz) => {
             let v = match unit {
-                TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(i).saturating_mul(1_000_000),
-                TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(i).saturating_mul(1000),
+                TimeUnit::Second => a
+                    .as_primitive::<TimestampSecondType>()
+                    .value(i)
+                    .saturating_mul(1_000_000),
+                TimeUnit::Millisecond => a
+                    .as_primitive::<TimestampMillisecondType>()
+                    .value(i)
+                    .saturating_mul(1000),
                 TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(i),
-                TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(i).div_euclid(1000),
+                TimeUnit::Nanosecond => a
+                    .as_primitive::<TimestampNanosecondType>()
+                    .value(i)
+                    .div_euclid(1000),
             };
             let s = crate::temporal::format_timestamp(v);
             if tz.is_some() {
@@ -131,7 +142,12 @@ pub(crate) fn cell(a: &dyn Array, i: usize) -> Option<String> {
         }
         DataType::Interval(IntervalUnit::MonthDayNano) => {
             let v = a.as_primitive::<IntervalMonthDayNanoType>().value(i);
-            format!("{} months {} days {} microseconds", v.months, v.days, v.nanoseconds / 1000)
+            format!(
+                "{} months {} days {} microseconds",
+                v.months,
+                v.days,
+                v.nanoseconds / 1000
+            )
         }
         _ => arrow_cast::display::ArrayFormatter::try_new(a, &Default::default())
             .map(|f| f.value(i).to_string())
@@ -151,7 +167,11 @@ pub fn write_table(out: &mut dyn Write, result: &QueryResult) -> io::Result<()> 
     let mut rows: Vec<Vec<String>> = Vec::with_capacity(result.rows);
     for b in &result.batches {
         for i in 0..b.num_rows() {
-            let row: Vec<String> = b.columns().iter().map(|c| cell_text(c.as_ref(), i)).collect();
+            let row: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| cell_text(c.as_ref(), i))
+                .collect();
             for (w, s) in widths.iter_mut().zip(&row) {
                 *w = (*w).max(s.chars().count());
             }
@@ -200,14 +220,23 @@ fn csv_field(s: &str) -> String {
 
 /// Writes CSV with a header row; NULL is an empty field.
 pub fn write_csv(out: &mut dyn Write, result: &QueryResult) -> io::Result<()> {
-    let header: Vec<String> = result.schema.fields().iter().map(|f| csv_field(f.name())).collect();
+    let header: Vec<String> = result
+        .schema
+        .fields()
+        .iter()
+        .map(|f| csv_field(f.name()))
+        .collect();
     writeln!(out, "{}", header.join(","))?;
     for b in &result.batches {
         for i in 0..b.num_rows() {
             let row: Vec<String> = b
                 .columns()
                 .iter()
-                .map(|c| cell(c.as_ref(), i).map(|s| csv_field(&s)).unwrap_or_default())
+                .map(|c| {
+                    cell(c.as_ref(), i)
+                        .map(|s| csv_field(&s))
+                        .unwrap_or_default()
+                })
                 .collect();
             writeln!(out, "{}", row.join(","))?;
         }
@@ -238,7 +267,12 @@ fn json_value(a: &dyn Array, i: usize) -> String {
 
 /// Writes one JSON object per row and line.
 pub fn write_json(out: &mut dyn Write, result: &QueryResult) -> io::Result<()> {
-    let names: Vec<String> = result.schema.fields().iter().map(|f| json_string(f.name())).collect();
+    let names: Vec<String> = result
+        .schema
+        .fields()
+        .iter()
+        .map(|f| json_string(f.name()))
+        .collect();
     for b in &result.batches {
         for i in 0..b.num_rows() {
             let parts: Vec<String> = b
@@ -278,8 +312,16 @@ mod tests {
         let cols: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec![Some("a,\"b\""), None, Some("c")])),
             Arc::new(Int64Array::from(vec![Some(1), Some(-20), None])),
-            Arc::new(Float64Array::from(vec![Some(0.1), Some(f64::NAN), Some(1e20)])),
-            Arc::new(TimestampMicrosecondArray::from(vec![Some(t), None, Some(t + 1)])),
+            Arc::new(Float64Array::from(vec![
+                Some(0.1),
+                Some(f64::NAN),
+                Some(1e20),
+            ])),
+            Arc::new(TimestampMicrosecondArray::from(vec![
+                Some(t),
+                None,
+                Some(t + 1),
+            ])),
             Arc::new(
                 TimestampMicrosecondArray::from(vec![Some(t), None, None]).with_timezone("UTC"),
             ),
@@ -351,7 +393,10 @@ mod tests {
         assert!(lines[0].starts_with("sym   |    n |     x | t "), "{text}");
         assert!(lines[1].starts_with("------+------+-------+---"), "{text}");
         assert!(lines[2].starts_with("a,\"b\" |    1 |   0.1 |"), "{text}");
-        assert!(lines[3].starts_with("NULL  |  -20 |   nan | NULL "), "{text}");
+        assert!(
+            lines[3].starts_with("NULL  |  -20 |   nan | NULL "),
+            "{text}"
+        );
         assert!(lines[4].contains("| NULL | 1e+20 |"), "{text}");
         assert_eq!(*lines.last().unwrap(), "(3 rows)");
     }

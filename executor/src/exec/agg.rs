@@ -41,12 +41,15 @@ enum State {
     },
 }
 
+/// The encoder of the argument and each group's set of distinct encoded values.
+type DistinctSets = (RowConverter, Vec<HashSet<Box<[u8]>>>);
+
 #[derive(Debug)]
 struct Acc {
     expr: Expr,
     arg: Option<Expr>,
     /// `DISTINCT`: the distinct values per group, fed to `state` when finishing.
-    distinct: Option<(RowConverter, Vec<HashSet<Box<[u8]>>>)>,
+    distinct: Option<DistinctSets>,
     state: State,
     out_type: DataType,
 }
@@ -351,13 +354,18 @@ impl HashAggregate {
         let mut key_fields = Vec::new();
         for (i, k) in group_by.iter().enumerate() {
             let t = eval_array(k, ctx)?.data_type().clone();
-            key_fields.push(SortField::new_with_options(t.clone(), SortOptions::default()));
+            key_fields.push(SortField::new_with_options(
+                t.clone(),
+                SortOptions::default(),
+            ));
             fields.push(Field::new(format!("#g{i}"), t, true));
         }
         let mut accs = Vec::new();
         for (i, a) in aggregates.iter().enumerate() {
             let arg_type = match a {
-                Expr::Aggregate { arg: Some(arg), .. } => Some(eval_array(arg, ctx)?.data_type().clone()),
+                Expr::Aggregate { arg: Some(arg), .. } => {
+                    Some(eval_array(arg, ctx)?.data_type().clone())
+                }
                 _ => None,
             };
             let acc = Acc::new(a, arg_type.as_ref())?;
@@ -388,7 +396,11 @@ impl HashAggregate {
 
     /// The expressions the output batch's columns hold, in order.
     pub(crate) fn output_exprs(&self) -> Vec<Expr> {
-        self.group_by.iter().chain(&self.aggregates).cloned().collect()
+        self.group_by
+            .iter()
+            .chain(&self.aggregates)
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn push(&mut self, batch: &RecordBatch) -> Result<(), ExecError> {
@@ -443,7 +455,11 @@ impl HashAggregate {
     }
 
     pub(crate) fn finish(self) -> Result<RecordBatch, ExecError> {
-        let groups = if self.key_conv.is_none() { 1 } else { self.keys.len() };
+        let groups = if self.key_conv.is_none() {
+            1
+        } else {
+            self.keys.len()
+        };
         let mut cols: Vec<ArrayRef> = Vec::new();
         if let Some(conv) = &self.key_conv {
             let parser = conv.parser();

@@ -72,7 +72,10 @@ impl Val {
         }
     }
 
-    fn map(&self, f: impl FnOnce(&ArrayRef) -> Result<ArrayRef, ExecError>) -> Result<Val, ExecError> {
+    fn map(
+        &self,
+        f: impl FnOnce(&ArrayRef) -> Result<ArrayRef, ExecError>,
+    ) -> Result<Val, ExecError> {
         Ok(match self {
             Val::Array(a) => Val::Array(f(a)?),
             Val::Scalar(a) => Val::Scalar(f(a)?),
@@ -80,11 +83,7 @@ impl Val {
     }
 }
 
-fn datum_call<R>(
-    l: &Val,
-    r: &Val,
-    f: impl FnOnce(&dyn Datum, &dyn Datum) -> R,
-) -> R {
+fn datum_call<R>(l: &Val, r: &Val, f: impl FnOnce(&dyn Datum, &dyn Datum) -> R) -> R {
     match (l, r) {
         (Val::Array(a), Val::Array(b)) => f(a, b),
         (Val::Array(a), Val::Scalar(b)) => f(a, &Scalar::new(b.clone())),
@@ -250,8 +249,10 @@ pub(crate) fn eval(e: &Expr, ctx: Ctx<'_>) -> Result<Val, ExecError> {
             let acc = acc.unwrap_or_else(|| Val::Scalar(Arc::new(BooleanArray::from(vec![false]))));
             if *negated {
                 acc.map(|a| {
-                    Ok(Arc::new(not(a.as_boolean()).map_err(|err| ExecError::kernel(e, err))?)
-                        as ArrayRef)
+                    Ok(
+                        Arc::new(not(a.as_boolean()).map_err(|err| ExecError::kernel(e, err))?)
+                            as ArrayRef,
+                    )
                 })
             } else {
                 Ok(acc)
@@ -290,11 +291,9 @@ pub(crate) fn literal_array(v: &ScalarValue) -> ArrayRef {
         ScalarValue::Date32(d) => Arc::new(Date32Array::from(vec![*d])),
         ScalarValue::TimestampMicros(t) => Arc::new(TimestampMicrosecondArray::from(vec![*t])),
         ScalarValue::Interval { months, micros } => {
-            Arc::new(IntervalMonthDayNanoArray::from(vec![IntervalMonthDayNano::new(
-                *months,
-                0,
-                micros.saturating_mul(1000),
-            )]))
+            Arc::new(IntervalMonthDayNanoArray::from(vec![
+                IntervalMonthDayNano::new(*months, 0, micros.saturating_mul(1000)),
+            ]))
         }
     }
 }
@@ -365,9 +364,10 @@ pub(crate) fn temporal_micros(e: &Expr, a: &ArrayRef) -> Result<Int64Array, Exec
             ms.as_primitive::<Int64Type>()
                 .try_unary::<_, Int64Type, _>(|v| v.checked_mul(1000).ok_or_else(overflow))?
         }
-        DataType::Timestamp(TimeUnit::Second, _) => a
-            .as_primitive::<TimestampSecondType>()
-            .try_unary::<_, Int64Type, _>(|v| v.checked_mul(1_000_000).ok_or_else(overflow))?,
+        DataType::Timestamp(TimeUnit::Second, _) => {
+            a.as_primitive::<TimestampSecondType>()
+                .try_unary::<_, Int64Type, _>(|v| v.checked_mul(1_000_000).ok_or_else(overflow))?
+        }
         DataType::Timestamp(TimeUnit::Millisecond, _) => a
             .as_primitive::<TimestampMillisecondType>()
             .try_unary::<_, Int64Type, _>(|v| v.checked_mul(1000).ok_or_else(overflow))?,
@@ -431,8 +431,15 @@ fn coerce_pair(e: &Expr, l: &Val, r: &Val) -> Result<Option<(Val, Val)>, ExecErr
 fn compare(e: &Expr, op: BinaryOp, l: &Val, r: &Val) -> Result<Val, ExecError> {
     let scalar = l.is_scalar() && r.is_scalar();
     let Some((l, r)) = coerce_pair(e, l, r)? else {
-        let n = if l.is_scalar() { r.inner().len() } else { l.inner().len() };
-        return Ok(wrap(scalar, Arc::new(BooleanArray::new_null(if scalar { 1 } else { n }))));
+        let n = if l.is_scalar() {
+            r.inner().len()
+        } else {
+            l.inner().len()
+        };
+        return Ok(wrap(
+            scalar,
+            Arc::new(BooleanArray::new_null(if scalar { 1 } else { n })),
+        ));
     };
     use arrow_ord::cmp;
     let out = datum_call(&l, &r, |a, b| match op {
@@ -449,16 +456,20 @@ fn compare(e: &Expr, op: BinaryOp, l: &Val, r: &Val) -> Result<Val, ExecError> {
 
 fn interval_of(e: &Expr, v: &Val) -> Result<(i32, i64), ExecError> {
     match v {
-        Val::Scalar(a) if a.data_type() == &DataType::Interval(arrow_schema::IntervalUnit::MonthDayNano) => {
+        Val::Scalar(a)
+            if a.data_type() == &DataType::Interval(arrow_schema::IntervalUnit::MonthDayNano) =>
+        {
             let p = a.as_primitive::<IntervalMonthDayNanoType>();
             let iv = p.value(0);
             let micros = i64::from(iv.days)
                 .checked_mul(MICROS_PER_DAY)
                 .and_then(|d| d.checked_add(iv.nanoseconds / 1000));
-            micros.map(|m| (iv.months, m)).ok_or_else(|| ExecError::Overflow {
-                expr: e.to_string(),
-                detail: "interval out of range".into(),
-            })
+            micros
+                .map(|m| (iv.months, m))
+                .ok_or_else(|| ExecError::Overflow {
+                    expr: e.to_string(),
+                    detail: "interval out of range".into(),
+                })
         }
         _ => Err(ExecError::Unsupported {
             what: format!("{e}: only constant intervals are supported"),
@@ -474,13 +485,20 @@ fn arithmetic(
 ) -> Result<Val, ExecError> {
     let (lt, rt) = (l.data_type().clone(), r.data_type().clone());
     let scalar = l.is_scalar() && r.is_scalar();
-    let len = if l.is_scalar() { r.inner().len() } else { l.inner().len() };
+    let len = if l.is_scalar() {
+        r.inner().len()
+    } else {
+        l.inner().len()
+    };
     let out_t = types::arithmetic(op, (le, &lt), (re, &rt)).map_err(|err| ExecError::Type {
         expr: e.to_string(),
         detail: err.to_string(),
     })?;
     if lt == DataType::Null || rt == DataType::Null {
-        return Ok(wrap(scalar, new_null_array(&out_t, if scalar { 1 } else { len })));
+        return Ok(wrap(
+            scalar,
+            new_null_array(&out_t, if scalar { 1 } else { len }),
+        ));
     }
     if types::is_numeric(&lt) && types::is_numeric(&rt) {
         let t = if op == BinaryOp::Divide {
@@ -511,8 +529,9 @@ fn arithmetic(
             let (months, micros) = interval_of(e, r)?;
             let sign = if op == BinaryOp::Minus { -1 } else { 1 };
             let ts = temporal_micros(e, &l.clone().into_array(n)?)?;
-            let v: PrimitiveArray<TimestampMicrosecondType> = ts
-                .try_unary(|t| temporal::add_interval(t, months, micros, sign).ok_or_else(overflow))?;
+            let v: PrimitiveArray<TimestampMicrosecondType> = ts.try_unary(|t| {
+                temporal::add_interval(t, months, micros, sign).ok_or_else(overflow)
+            })?;
             Arc::new(v.with_data_type(out_t))
         }
         (DataType::Interval(_), b) if types::is_temporal(b) => {
@@ -533,9 +552,9 @@ fn arithmetic(
                     k.checked_mul(sign)
                         .and_then(|k| i64::from(d).checked_add(k))
                         .and_then(|v| i32::try_from(v).ok())
-                        .ok_or_else(|| arrow_schema::ArrowError::ArithmeticOverflow(
-                            "date out of range".into(),
-                        ))
+                        .ok_or_else(|| {
+                            arrow_schema::ArrowError::ArithmeticOverflow("date out of range".into())
+                        })
                 },
             )
             .map_err(|err| ExecError::kernel(e, err))?;
@@ -593,9 +612,9 @@ fn date_trunc(e: &Expr, unit: TruncUnit, a: &ArrayRef) -> Result<ArrayRef, ExecE
     let micros = temporal_micros(e, &a)?;
     let truncated: Int64Array = micros.try_unary(|v| trunc_micros(v, unit).ok_or_else(overflow))?;
     let back: ArrayRef = match a.data_type() {
-        DataType::Date32 => Arc::new(
-            truncated.unary::<_, Date32Type>(|v| (v.div_euclid(MICROS_PER_DAY)) as i32),
-        ),
+        DataType::Date32 => {
+            Arc::new(truncated.unary::<_, Date32Type>(|v| (v.div_euclid(MICROS_PER_DAY)) as i32))
+        }
         DataType::Timestamp(unit, tz) => {
             let scale: i64 = match unit {
                 TimeUnit::Second => -1_000_000,
@@ -623,21 +642,23 @@ fn date_trunc(e: &Expr, unit: TruncUnit, a: &ArrayRef) -> Result<ArrayRef, ExecE
 }
 
 /// Reinterprets `Int64` values as timestamps of `unit` and time zone `tz`.
-pub(crate) fn int64_to_timestamp(
-    v: Int64Array,
-    unit: TimeUnit,
-    tz: Option<Arc<str>>,
-) -> ArrayRef {
+pub(crate) fn int64_to_timestamp(v: Int64Array, unit: TimeUnit, tz: Option<Arc<str>>) -> ArrayRef {
     match unit {
-        TimeUnit::Second => Arc::new(v.reinterpret_cast::<TimestampSecondType>().with_timezone_opt(tz)),
-        TimeUnit::Millisecond => {
-            Arc::new(v.reinterpret_cast::<TimestampMillisecondType>().with_timezone_opt(tz))
-        }
-        TimeUnit::Microsecond => {
-            Arc::new(v.reinterpret_cast::<TimestampMicrosecondType>().with_timezone_opt(tz))
-        }
-        TimeUnit::Nanosecond => {
-            Arc::new(v.reinterpret_cast::<TimestampNanosecondType>().with_timezone_opt(tz))
-        }
+        TimeUnit::Second => Arc::new(
+            v.reinterpret_cast::<TimestampSecondType>()
+                .with_timezone_opt(tz),
+        ),
+        TimeUnit::Millisecond => Arc::new(
+            v.reinterpret_cast::<TimestampMillisecondType>()
+                .with_timezone_opt(tz),
+        ),
+        TimeUnit::Microsecond => Arc::new(
+            v.reinterpret_cast::<TimestampMicrosecondType>()
+                .with_timezone_opt(tz),
+        ),
+        TimeUnit::Nanosecond => Arc::new(
+            v.reinterpret_cast::<TimestampNanosecondType>()
+                .with_timezone_opt(tz),
+        ),
     }
 }

@@ -30,7 +30,6 @@ use crate::bind::{OutputColumn, SortKey};
 use crate::expr::Expr;
 use crate::pushdown::{Operator, PhysicalPlan};
 
-
 /// A finished query's rows.
 #[derive(Debug, Clone)]
 pub struct QueryResult {
@@ -125,8 +124,7 @@ pub fn scan_schema(plan: &PhysicalPlan) -> SchemaRef {
 
 fn same_columns(a: &Schema, b: &Schema) -> bool {
     a.fields().len() == b.fields().len()
-        && a
-            .fields()
+        && a.fields()
             .iter()
             .zip(b.fields())
             .all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
@@ -222,7 +220,8 @@ impl Execution {
         if self.done {
             return Ok(Flow::Done);
         }
-        if !Arc::ptr_eq(&batch.schema(), &self.input) && !same_columns(&batch.schema(), &self.input) {
+        if !Arc::ptr_eq(&batch.schema(), &self.input) && !same_columns(&batch.schema(), &self.input)
+        {
             return Err(ExecError::SchemaMismatch {
                 expected: describe(self.input.fields()),
                 got: describe(batch.schema().fields()),
@@ -230,7 +229,11 @@ impl Execution {
         }
         let out = run_from(&mut self.stages, 0, batch, &mut self.done)?;
         self.output.extend(out);
-        Ok(if self.done { Flow::Done } else { Flow::Continue })
+        Ok(if self.done {
+            Flow::Done
+        } else {
+            Flow::Continue
+        })
     }
 
     /// For a top-k on a plain column: a predicate that a row must satisfy to enter the
@@ -344,10 +347,13 @@ fn dynamic_literal(v: &ArrayRef, t: &DataType) -> Option<Literal> {
 }
 
 fn finish_stage(stage: &mut Stage) -> Result<Vec<RecordBatch>, ExecError> {
-    let taken = std::mem::replace(stage, Stage::Limit {
-        skip: 0,
-        left: None,
-    });
+    let taken = std::mem::replace(
+        stage,
+        Stage::Limit {
+            skip: 0,
+            left: None,
+        },
+    );
     let out = match taken {
         Stage::Aggregate(a) => vec![a.finish()?],
         Stage::Sort(s) => s.finish()?.into_iter().collect(),

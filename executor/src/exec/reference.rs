@@ -77,7 +77,11 @@ fn same(a: &V, b: &V) -> bool {
 
 /// Reads row `i` of `batch`.
 pub(crate) fn row_of(batch: &RecordBatch, i: usize) -> Row {
-    batch.columns().iter().map(|c| value_of(c.as_ref(), i)).collect()
+    batch
+        .columns()
+        .iter()
+        .map(|c| value_of(c.as_ref(), i))
+        .collect()
 }
 
 pub(crate) fn value_of(a: &dyn Array, i: usize) -> V {
@@ -166,7 +170,7 @@ fn cmp_op(op: BinaryOp, a: &V, b: &V) -> V {
     }
 }
 
-fn ty(e: &Expr, env: &Env<'_>, plan: &LogicalPlan) -> DataType {
+fn ty(e: &Expr, plan: &LogicalPlan) -> DataType {
     // The type the binder gave: integer arithmetic stays integer unless a float or a
     // division is involved.
     match e {
@@ -177,20 +181,20 @@ fn ty(e: &Expr, env: &Env<'_>, plan: &LogicalPlan) -> DataType {
             .unwrap_or(DataType::Null),
         Expr::Literal(v) => v.data_type(),
         Expr::Binary { left, op, right } if op.is_arithmetic() => {
-            let (l, r) = (ty(left, env, plan), ty(right, env, plan));
+            let (l, r) = (ty(left, plan), ty(right, plan));
             crate::types::arithmetic(*op, (left, &l), (right, &r)).unwrap_or(DataType::Null)
         }
-        Expr::Negative(x) => ty(x, env, plan),
+        Expr::Negative(x) => ty(x, plan),
         Expr::Cast { to, .. } => to.clone(),
         Expr::Aggregate { func, arg, .. } => match (func, arg) {
             (AggFunc::Count, _) => DataType::Int64,
             (AggFunc::Avg, _) => DataType::Float64,
-            (AggFunc::Sum, Some(a)) if ty(a, env, plan).is_integer() => DataType::Int64,
+            (AggFunc::Sum, Some(a)) if ty(a, plan).is_integer() => DataType::Int64,
             (AggFunc::Sum, _) => DataType::Float64,
-            (_, Some(a)) => ty(a, env, plan),
+            (_, Some(a)) => ty(a, plan),
             _ => DataType::Null,
         },
-        Expr::DateTrunc { expr, .. } => ty(expr, env, plan),
+        Expr::DateTrunc { expr, .. } => ty(expr, plan),
         _ => DataType::Boolean,
     }
 }
@@ -220,7 +224,7 @@ fn eval(e: &Expr, env: &Env<'_>, plan: &LogicalPlan) -> R<V> {
                     if matches!(l, V::Null) || matches!(r, V::Null) {
                         return Ok(V::Null);
                     }
-                    let t = ty(e, env, plan);
+                    let t = ty(e, plan);
                     if t == DataType::Int64 {
                         let (V::Int(x), V::Int(y)) = (&l, &r) else {
                             return Err(RefError(format!("bad operands in {e}")));
@@ -262,7 +266,10 @@ fn eval(e: &Expr, env: &Env<'_>, plan: &LogicalPlan) -> R<V> {
             let x = eval(expr, env, plan)?;
             let lo = eval(low, env, plan)?;
             let hi = eval(high, env, plan)?;
-            let v = and3(&cmp_op(BinaryOp::GtEq, &x, &lo), &cmp_op(BinaryOp::LtEq, &x, &hi));
+            let v = and3(
+                &cmp_op(BinaryOp::GtEq, &x, &lo),
+                &cmp_op(BinaryOp::LtEq, &x, &hi),
+            );
             if *negated {
                 not3(&v)
             } else {
@@ -295,7 +302,9 @@ fn eval(e: &Expr, env: &Env<'_>, plan: &LogicalPlan) -> R<V> {
                 (V::Int(i), DataType::Float64) => V::Float(i as f64),
                 (V::Float(f), DataType::Int64) => {
                     let r = f.round();
-                    if r.is_nan() || r < -9.223_372_036_854_776e18 || r >= 9.223_372_036_854_776e18 {
+                    if r.is_nan()
+                        || !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&r)
+                    {
                         return Err(RefError(format!("cast {e}")));
                     }
                     V::Int(r as i64 as i128)
@@ -336,7 +345,8 @@ fn aggregate(e: &Expr, rows: &[&Row], names: &[String], plan: &LogicalPlan) -> R
             subst: &[],
         };
         let v = eval(arg, &env, plan)?;
-        if !matches!(v, V::Null) && !(*distinct && vals.iter().any(|x| same(x, &v))) {
+        let dup = *distinct && vals.iter().any(|x| same(x, &v));
+        if !matches!(v, V::Null) && !dup {
             vals.push(v);
         }
     }
@@ -344,8 +354,11 @@ fn aggregate(e: &Expr, rows: &[&Row], names: &[String], plan: &LogicalPlan) -> R
     Ok(match func {
         AggFunc::Count => V::Int(vals.len() as i128),
         _ if vals.is_empty() => V::Null,
-        AggFunc::Sum if integer && ty(arg, &Env { names, row: &vec![], subst: &[] }, plan).is_integer() => {
-            let s: i128 = vals.iter().map(|v| if let V::Int(i) = v { *i } else { 0 }).sum();
+        AggFunc::Sum if integer && ty(arg, plan).is_integer() => {
+            let s: i128 = vals
+                .iter()
+                .map(|v| if let V::Int(i) = v { *i } else { 0 })
+                .sum();
             if i64::try_from(s).is_err() {
                 return Err(overflow(e));
             }
@@ -353,7 +366,10 @@ fn aggregate(e: &Expr, rows: &[&Row], names: &[String], plan: &LogicalPlan) -> R
         }
         AggFunc::Sum => V::Float(vals.iter().filter_map(as_f64).fold(0.0, |a, b| a + b)),
         AggFunc::Avg if integer => {
-            let s: i128 = vals.iter().map(|v| if let V::Int(i) = v { *i } else { 0 }).sum();
+            let s: i128 = vals
+                .iter()
+                .map(|v| if let V::Int(i) = v { *i } else { 0 })
+                .sum();
             V::Float(s as f64 / vals.len() as f64)
         }
         AggFunc::Avg => {
@@ -502,12 +518,17 @@ pub(crate) fn run(plan: &LogicalPlan, names: &[String], rows: &[Row]) -> R<Vec<R
             row: u.row,
             subst: &u.subst,
         };
-        plan.projection.iter().map(|c| eval(&c.expr, &env, plan)).collect()
+        plan.projection
+            .iter()
+            .map(|c| eval(&c.expr, &env, plan))
+            .collect()
     };
     let page = |n: usize| -> (usize, usize) {
         let start = usize::try_from(plan.offset).unwrap_or(usize::MAX).min(n);
         let end = match plan.limit {
-            Some(l) => start.saturating_add(usize::try_from(l).unwrap_or(usize::MAX)).min(n),
+            Some(l) => start
+                .saturating_add(usize::try_from(l).unwrap_or(usize::MAX))
+                .min(n),
             None => n,
         };
         (start, end)
@@ -573,9 +594,7 @@ pub(crate) fn run(plan: &LogicalPlan, names: &[String], rows: &[Row]) -> R<Vec<R
 pub(crate) fn approx_eq(a: &V, b: &V) -> bool {
     match (a, b) {
         (V::Float(x), V::Float(y)) => {
-            (x.is_nan() && y.is_nan())
-                || x == y
-                || (x - y).abs() <= 1e-9 * x.abs().max(y.abs())
+            (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs())
         }
         (V::Null, V::Null) => true,
         (V::Int(x), V::Int(y)) => x == y,

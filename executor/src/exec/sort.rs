@@ -24,7 +24,11 @@ pub(crate) struct KeyEncoder {
 }
 
 impl KeyEncoder {
-    pub(crate) fn new(keys: &[SortKey], subst: &[Expr], input: &SchemaRef) -> Result<Self, ExecError> {
+    pub(crate) fn new(
+        keys: &[SortKey],
+        subst: &[Expr],
+        input: &SchemaRef,
+    ) -> Result<Self, ExecError> {
         let empty = RecordBatch::new_empty(input.clone());
         let ctx = Ctx {
             batch: &empty,
@@ -62,7 +66,9 @@ impl KeyEncoder {
 
     pub(crate) fn encode(&self, batch: &RecordBatch) -> Result<Rows, ExecError> {
         let cols = self.columns(batch)?;
-        self.conv.convert_columns(&cols).map_err(err("sort key encoding"))
+        self.conv
+            .convert_columns(&cols)
+            .map_err(err("sort key encoding"))
     }
 }
 
@@ -98,7 +104,11 @@ pub(crate) struct Sort {
 }
 
 impl Sort {
-    pub(crate) fn new(keys: &[SortKey], subst: &[Expr], input: &SchemaRef) -> Result<Self, ExecError> {
+    pub(crate) fn new(
+        keys: &[SortKey],
+        subst: &[Expr],
+        input: &SchemaRef,
+    ) -> Result<Self, ExecError> {
         Ok(Self {
             enc: KeyEncoder::new(keys, subst, input)?,
             schema: input.clone(),
@@ -268,7 +278,9 @@ impl Distinct {
             .iter()
             .map(|c| normalize_float(c.clone()))
             .collect();
-        let rows = conv.convert_columns(&cols).map_err(err("DISTINCT encoding"))?;
+        let rows = conv
+            .convert_columns(&cols)
+            .map_err(err("DISTINCT encoding"))?;
         let mut keep = Vec::new();
         for (i, r) in rows.iter().enumerate() {
             if !self.seen.contains(r.as_ref()) {

@@ -90,8 +90,7 @@ fn reference_rows(p: &PhysicalPlan, rows: &[Data]) -> Result<Vec<Row>, reference
 
 fn same_rows(a: &[Row], b: &[Row]) -> bool {
     a.len() == b.len()
-        && a
-            .iter()
+        && a.iter()
             .zip(b)
             .all(|(x, y)| x.len() == y.len() && x.iter().zip(y).all(|(u, v)| approx_eq(u, v)))
 }
@@ -115,7 +114,10 @@ fn sample() -> Vec<Data> {
 
 #[test]
 fn vwap_style_aggregate() {
-    let p = plan("SELECT s, sum(b * a) / sum(a) AS vwap, count(*) AS n, avg(a) FROM t GROUP BY s ORDER BY s").unwrap();
+    let p = plan(
+        "SELECT s, sum(b * a) / sum(a) AS vwap, count(*) AS n, avg(a) FROM t GROUP BY s ORDER BY s",
+    )
+    .unwrap();
     let r = run_split(&p, &sample(), &[2]).unwrap();
     assert_eq!(r.schema, p.logical.output_schema);
     let rows = result_rows(&r);
@@ -141,7 +143,10 @@ fn integer_overflow_is_an_error() {
     let p = plan("SELECT a * 9223372036854775807 FROM t").unwrap();
     let err = run_split(&p, &sample(), &[]).unwrap_err();
     assert!(matches!(err, ExecError::Overflow { .. }), "{err}");
-    assert!(err.to_string().contains("(a * 9223372036854775807)"), "{err}");
+    assert!(
+        err.to_string().contains("(a * 9223372036854775807)"),
+        "{err}"
+    );
     let p = plan("SELECT sum(a) FROM t").unwrap();
     let big = data(&[(i64::MAX, 0.0, "", 0), (1, 0.0, "", 0)]);
     let err = run_split(&p, &big, &[]).unwrap_err();
@@ -171,7 +176,10 @@ fn schema_mismatch_names_columns() {
     let p = plan("SELECT a, s FROM t").unwrap();
     let err = Execution::new(&p, table()).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("a: Int64, s: Utf8") && msg.contains("b: Float64"), "{msg}");
+    assert!(
+        msg.contains("a: Int64, s: Utf8") && msg.contains("b: Float64"),
+        "{msg}"
+    );
     let mut e = Execution::new(&p, scan_schema(&p)).unwrap();
     let err = e.push(batch(&sample())).unwrap_err();
     assert!(matches!(err, ExecError::SchemaMismatch { .. }));
@@ -207,7 +215,13 @@ fn topk_holds_bounded_rows_and_publishes_a_dynamic_filter() {
     let f = e.dynamic_filter().expect("k rows held");
     assert_eq!(crate::format_predicate(&f), "(a > 49997)");
     let rows = result_rows(&e.finish().unwrap());
-    let got: Vec<i128> = rows.iter().map(|r| match r[0] { V::Int(i) => i, _ => -1 }).collect();
+    let got: Vec<i128> = rows
+        .iter()
+        .map(|r| match r[0] {
+            V::Int(i) => i,
+            _ => -1,
+        })
+        .collect();
     assert_eq!(got, vec![49_999, 49_998, 49_997]);
 }
 
@@ -254,7 +268,11 @@ fn num_expr() -> impl Strategy<Value = String> {
     ];
     leaf.prop_recursive(3, 12, 2, |inner| {
         prop_oneof![
-            (inner.clone(), prop_oneof![Just("+"), Just("-"), Just("*"), Just("/")], inner.clone())
+            (
+                inner.clone(),
+                prop_oneof![Just("+"), Just("-"), Just("*"), Just("/")],
+                inner.clone()
+            )
                 .prop_map(|(l, op, r)| format!("({l} {op} {r})")),
             inner.clone().prop_map(|x| format!("(-{x})")),
             inner.clone().prop_map(|x| format!("CAST({x} AS DOUBLE)")),
@@ -263,12 +281,25 @@ fn num_expr() -> impl Strategy<Value = String> {
 }
 
 fn bool_expr() -> impl Strategy<Value = String> {
-    let cmp = prop_oneof![Just("="), Just("<>"), Just("<"), Just("<="), Just(">"), Just(">=")];
+    let cmp = prop_oneof![
+        Just("="),
+        Just("<>"),
+        Just("<"),
+        Just("<="),
+        Just(">"),
+        Just(">=")
+    ];
     let leaf = prop_oneof![
         (num_expr(), cmp.clone(), num_expr()).prop_map(|(l, o, r)| format!("{l} {o} {r}")),
-        (cmp.clone(), prop_oneof![Just("x"), Just("y"), Just("")]).prop_map(|(o, v)| format!("s {o} '{v}'")),
-        (cmp, 0i64..200).prop_map(|(o, k)| format!("t {o} TIMESTAMP '2024-01-0{} {:02}:00:00'", 2 + k / 48, k % 24)),
-        prop_oneof![Just("a"), Just("b"), Just("s"), Just("t")].prop_map(|c| format!("{c} IS NULL")),
+        (cmp.clone(), prop_oneof![Just("x"), Just("y"), Just("")])
+            .prop_map(|(o, v)| format!("s {o} '{v}'")),
+        (cmp, 0i64..200).prop_map(|(o, k)| format!(
+            "t {o} TIMESTAMP '2024-01-0{} {:02}:00:00'",
+            2 + k / 48,
+            k % 24
+        )),
+        prop_oneof![Just("a"), Just("b"), Just("s"), Just("t")]
+            .prop_map(|c| format!("{c} IS NULL")),
         prop_oneof![Just("a"), Just("b")].prop_map(|c| format!("{c} IS NOT NULL")),
         (-10i64..10, 0i64..10).prop_map(|(l, w)| format!("a BETWEEN {l} AND {}", l + w)),
         (-4i64..4).prop_map(|l| format!("b NOT BETWEEN {l} AND {}", l + 3)),
@@ -376,7 +407,9 @@ fn agg_query() -> impl Strategy<Value = String> {
                 format!(" GROUP BY {}", keys.join(", "))
             };
             let having = having.map_or(String::new(), |h| format!(" HAVING count(*) > {h}"));
-            sql(&items, false, filter, &group, &having, &order, limit, offset)
+            sql(
+                &items, false, filter, &group, &having, &order, limit, offset,
+            )
         })
 }
 
@@ -424,14 +457,26 @@ fn check(q: &str, rows: &[Data], sizes: &[usize]) -> Result<(), TestCaseError> {
         (Ok(e), Ok(g)) => {
             prop_assert_eq!(&g.schema, &p.logical.output_schema);
             let g = result_rows(&g);
-            prop_assert!(same_rows(&e, &g), "query {}\nexpected {:?}\ngot {:?}", q, e, g);
+            prop_assert!(
+                same_rows(&e, &g),
+                "query {}\nexpected {:?}\ngot {:?}",
+                q,
+                e,
+                g
+            );
         }
         (Err(_), Err(_)) => {}
         // With LIMIT/OFFSET the executor evaluates the select list only on the rows it
         // needs (top-k, early stop), so an error on a row outside the page may or may
         // not be met; without them, both must agree.
         _ if p.logical.limit.is_some() || p.logical.offset > 0 => {}
-        (e, g) => prop_assert!(false, "query {}\nreference {:?}\nexecutor {:?}", q, e, g.map(|r| result_rows(&r))),
+        (e, g) => prop_assert!(
+            false,
+            "query {}\nreference {:?}\nexecutor {:?}",
+            q,
+            e,
+            g.map(|r| result_rows(&r))
+        ),
     }
     Ok(())
 }
@@ -469,4 +514,3 @@ proptest! {
         check(&format!("SELECT a, b, s FROM t ORDER BY b {d}, s LIMIT {k} OFFSET {offset}"), &rows, &sizes)?;
     }
 }
-
