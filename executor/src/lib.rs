@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 mod bind;
+pub mod builder;
 mod cache;
 mod error;
 mod exec;
