@@ -33,10 +33,14 @@
 #![forbid(unsafe_code)]
 
 mod bind;
+pub mod builder;
 mod cache;
 mod error;
+mod exec;
 mod expr;
+pub mod format;
 mod pushdown;
+mod result_cache;
 mod sql;
 mod sql_terms;
 mod temporal;
@@ -51,8 +55,10 @@ pub use ringscan_ipc::msg::{Predicate, ScanRequest, ScanSource};
 pub use bind::{bind, LogicalPlan, OutputColumn, SortKey};
 pub use cache::{ByteLru, CacheStats, PlanCache};
 pub use error::PlanError;
+pub use exec::{execute, scan_schema, ExecError, Execution, Flow, QueryResult};
 pub use expr::{AggFunc, BinaryOp, Expr, ScalarValue, TruncUnit};
 pub use pushdown::{format_predicate, physical_plan, Operator, PhysicalPlan};
+pub use result_cache::{DataVersion, ResultCache, ResultKey};
 pub use sql::{parse_sql, OrderItem, SelectItem, SelectStatement};
 
 /// Where table and file schemas come from.

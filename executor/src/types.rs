@@ -3,7 +3,9 @@
 //! Deviations, on purpose: integer arithmetic (`+ - *`) is always `Int64` (DuckDB keeps
 //! the wider operand type and widens on overflow only for literals), or `UInt64` when
 //! both sides are unsigned (or one is a non-negative integer literal); `sum` of integers
-//! is `Int64` where DuckDB returns `HUGEINT` (the executor must add with overflow checks).
+//! is `Int64` where DuckDB returns `HUGEINT`: the executor accumulates in `i128` and
+//! fails with an overflow error naming the call when the sum does not fit `i64`, never
+//! wrapping (values within `i64` are the same as DuckDB's).
 
 use arrow_schema::{DataType, TimeUnit};
 
