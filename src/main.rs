@@ -32,6 +32,9 @@ enum Command {
     /// Internal: the peer process of cross-process benchmarks and tests.
     #[command(name = "__peer", hide = true)]
     Peer(cmd::bench::PeerArgs),
+    /// Internal: one side (baseline or ringscan) of `ringscan bench`, driven over stdin.
+    #[command(name = "__bench-side", hide = true)]
+    BenchSide(cmd::bench_side::BenchSideArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Runs(args) => cmd::runs::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Peer(args) => cmd::bench::peer(args),
+        Command::BenchSide(args) => cmd::bench_side::run(args),
     };
     match result {
         Ok(code) => code,
