@@ -22,11 +22,13 @@ import json
 import math
 import os
 import platform
+import select
 import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,6 +38,7 @@ QUERY_SUITES = ["pushdown", "pages", "lookup", "distinct"]
 ALL_SUITES = QUERY_SUITES + ["generate", "ring"]
 ENGINES = ["ringscan", "duckdb", "polars", "baseline"]
 NOT_AVAILABLE = "ringscan query is not available in this build"
+REPLY_TIMEOUT_S = 600
 DEFAULT_REPEAT = {"pushdown": 50, "pages": 10, "lookup": 200, "distinct": 5}
 
 
@@ -81,6 +84,12 @@ class ProtocolEngine:
     def request(self, line):
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
+        # One request in flight, one line per reply: the buffer is empty here, so
+        # select on the pipe bounds the wait.
+        ready, _, _ = select.select([self.proc.stdout], [], [], REPLY_TIMEOUT_S)
+        if not ready:
+            self.proc.kill()
+            raise RuntimeError(f"{self.name} gave no answer to {line!r} within {REPLY_TIMEOUT_S} s; killed")
         reply = self.proc.stdout.readline()
         if not reply:
             raise RuntimeError(f"{self.name} exited before answering {line!r}")
@@ -148,11 +157,19 @@ class RingscanEngine:
         if not scenario.get("result_cache"):
             argv.append("--no-cache")
         argv.append(scenario["sql"])
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err = proc.stderr.read()
-        proc.stderr.close()
+        # stderr to a file, not a pipe: wait4 (for this child's own ru_maxrss) must not
+        # wait on a child blocked writing to a full pipe.
+        with tempfile.TemporaryFile("w+") as errf:
+            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errf, text=True)
+            watchdog = threading.Timer(REPLY_TIMEOUT_S, proc.kill)
+            watchdog.start()
+            try:
+                _, status, usage = os.wait4(proc.pid, 0)
+            finally:
+                watchdog.cancel()
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            errf.seek(0)
+            err = errf.read()
         try:
             if proc.returncode != 0:
                 raise RuntimeError(f"ringscan query failed ({proc.returncode}): {err.strip()[:300]}")
@@ -445,6 +462,15 @@ def markdown_query(report):
             else:
                 lines.append(f"| {r['name']} | {e} | {fmt_us(lat.get('mean_us'))} | {fmt_us(lat.get('p95_us'))}"
                              f" | {fmt_us(lat.get('p99_us'))} | {fmt_mib(er['peak_rss_bytes'])} |")
+    if report["suite"] == "lookup":
+        lines += ["", "Lookups per second (1 / mean latency, one client):", "",
+                  "| scenario | " + " | ".join(engines) + " |", "|---|" + "---:|" * len(engines)]
+        for r in report["scenarios"]:
+            cells = []
+            for e in engines:
+                lat = r["engines"][e].get("latency") or {}
+                cells.append(f"{1e6 / lat['mean_us']:,.0f}" if lat.get("mean_us") else "-")
+            lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
     if report["suite"] == "pushdown":
         lines += ["", "Fraction of the table's Parquet bytes read:", "", "| scenario | ringscan | baseline |",
                   "|---|---:|---:|"]

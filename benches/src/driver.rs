@@ -253,6 +253,7 @@ pub fn render(results: &[ScenarioResult], targets: &[TargetResult]) -> String {
         "{:<24} {:<9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10}  {}\n",
         "scenario", "side", "mean", "p50", "p95", "p99", "rss MiB", "rows", "ringscan/baseline p50"
     );
+    let mut last_error: Vec<Option<&str>> = Vec::new();
     for r in results {
         let ratio = r
             .ratio_p50("ringscan", "baseline")
@@ -276,13 +277,22 @@ pub fn render(results: &[ScenarioResult], targets: &[TargetResult]) -> String {
                         ""
                     },
                 )),
-                (_, error) => out.push_str(&format!(
-                    "{:<24} {:<9} not measured: {}\n",
-                    name,
-                    s.side,
-                    error.as_deref().unwrap_or("no samples")
-                )),
+                (_, error) => {
+                    let error = error.as_deref().unwrap_or("no samples");
+                    // The same reason on every scenario (a side that is not available)
+                    // is said once.
+                    let said = last_error.get(i).copied().flatten() == Some(error);
+                    let reason = if said { "as above" } else { error };
+                    out.push_str(&format!(
+                        "{:<24} {:<9} not measured: {reason}\n",
+                        name, s.side
+                    ));
+                }
             }
+            if last_error.len() <= i {
+                last_error.resize(i + 1, None);
+            }
+            last_error[i] = s.error.as_deref();
         }
         if !r.rows_agree {
             out.push_str(&format!(
@@ -307,4 +317,102 @@ pub fn render(results: &[ScenarioResult], targets: &[TargetResult]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(name: &str, p50_us: f64, rows: u64, error: Option<&str>) -> SideResult {
+        SideResult {
+            side: name.to_owned(),
+            latency: LatencySummary::from_samples(&[p50_us]),
+            rows: Some(rows),
+            bytes_read: None,
+            peak_rss_bytes: Some(10 << 20),
+            error: error.map(str::to_owned),
+        }
+    }
+
+    fn target(scenario: &str, versus: Versus, max: f64) -> Target {
+        Target {
+            scenario: scenario.to_owned(),
+            versus,
+            max,
+            why: "test".to_owned(),
+        }
+    }
+
+    #[test]
+    fn targets_are_met_missed_or_not_measured() {
+        let results = vec![
+            ScenarioResult {
+                name: "fast".into(),
+                sql: String::new(),
+                sides: vec![
+                    side("baseline", 1000.0, 5, None),
+                    side("ringscan", 50.0, 5, None),
+                ],
+                rows_agree: true,
+            },
+            ScenarioResult {
+                name: "slow".into(),
+                sql: String::new(),
+                sides: vec![
+                    side("baseline", 1000.0, 5, None),
+                    side("ringscan", 900.0, 5, None),
+                ],
+                rows_agree: true,
+            },
+        ];
+        let checked = check_targets(
+            &results,
+            &[
+                target("fast", Versus::Baseline, 0.1),
+                target("slow", Versus::Baseline, 0.1),
+                target("fast", Versus::AbsoluteUs, 100.0),
+                target("fast", Versus::PeakRssMib, 64.0),
+                target("fast", Versus::Duckdb, 1.0),
+                target("gone", Versus::Baseline, 1.0),
+            ],
+        );
+        let met: Vec<Option<bool>> = checked.iter().map(|t| t.met).collect();
+        assert_eq!(
+            met,
+            [Some(true), Some(false), Some(true), Some(true), None, None]
+        );
+        assert!((checked[0].measured.expect("ratio") - 0.05).abs() < 1e-12);
+        let text = render(&results, &checked);
+        assert!(text.contains("MISSED (0.900)"), "{text}");
+        assert!(text.contains("0.050x"), "{text}");
+    }
+
+    #[test]
+    fn render_flags_disagreeing_rows_and_says_a_repeated_reason_once() {
+        let unavailable = Some("ringscan query is not available in this build");
+        let results: Vec<ScenarioResult> = ["a", "b"]
+            .iter()
+            .map(|n| ScenarioResult {
+                name: (*n).into(),
+                sql: String::new(),
+                sides: vec![
+                    side("baseline", 10.0, 3, None),
+                    side("ringscan", 1.0, 4, unavailable),
+                ],
+                rows_agree: *n == "a",
+            })
+            .collect();
+        let text = render(&results, &[]);
+        assert_eq!(
+            text.matches("not available in this build").count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("not measured: as above"), "{text}");
+        assert!(
+            text.contains("!! b: the sides returned different row counts"),
+            "{text}"
+        );
+        assert!(!text.contains("!! a:"), "{text}");
+    }
 }

@@ -8,7 +8,8 @@
 //! The Python compare script speaks the same protocol to its DuckDB and Polars workers.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::process::{Child, ChildStdin, ChildStdout};
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, RunOutcome};
@@ -88,13 +89,18 @@ pub struct TimedRun {
     pub outcome: RunOutcome,
 }
 
+/// How long a side may take to answer one request before it is killed.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The harness's end of a side process.
 #[derive(Debug)]
 pub struct SideClient {
     side: String,
     child: Child,
     stdin: BufWriter<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    /// Reply lines, read by a thread so that every wait is bounded.
+    replies: Receiver<std::io::Result<String>>,
+    reply_timeout: Duration,
 }
 
 impl SideClient {
@@ -106,12 +112,35 @@ impl SideClient {
         };
         let stdin = child.stdin.take().ok_or_else(|| err("stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| err("stdout"))?;
+        // One request is in flight at a time, so the channel never holds more than one
+        // reply; the reader ends when the side closes its stdout (exit or kill).
+        let (tx, replies) = sync_channel(4);
+        std::thread::Builder::new()
+            .name(format!("bench-side-{side}"))
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| BenchError::Side {
+                side: side.to_owned(),
+                message: format!("cannot start its reader thread: {e}"),
+            })?;
         Ok(Self {
             side: side.to_owned(),
             child,
             stdin: BufWriter::new(stdin),
-            stdout: BufReader::new(stdout),
+            replies,
+            reply_timeout: DEFAULT_REPLY_TIMEOUT,
         })
+    }
+
+    /// Sets how long one request may take before the side is killed.
+    pub fn with_reply_timeout(mut self, timeout: Duration) -> Self {
+        self.reply_timeout = timeout;
+        self
     }
 
     /// The side's name.
@@ -127,14 +156,20 @@ impl SideClient {
         writeln!(self.stdin, "{line}")
             .and_then(|()| self.stdin.flush())
             .map_err(|e| err(format!("cannot send {line:?}: {e}")))?;
-        let mut reply = String::new();
-        let n = self
-            .stdout
-            .read_line(&mut reply)
-            .map_err(|e| err(format!("cannot read the reply to {line:?}: {e}")))?;
-        if n == 0 {
-            return Err(err(format!("exited before answering {line:?}")));
-        }
+        let reply = match self.replies.recv_timeout(self.reply_timeout) {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => return Err(err(format!("cannot read the reply to {line:?}: {e}"))),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(err(format!("exited before answering {line:?}")))
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = self.child.kill();
+                return Err(err(format!(
+                    "no answer to {line:?} within {:.1} s; killed",
+                    self.reply_timeout.as_secs_f64()
+                )));
+            }
+        };
         let reply = reply.trim();
         if let Some(rest) = reply.strip_prefix("error") {
             return Err(err(rest.trim().to_owned()));
@@ -237,6 +272,25 @@ mod tests {
                 bytes_read: None,
             })
         }
+    }
+
+    #[test]
+    fn a_side_that_does_not_answer_is_killed_after_the_timeout() {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn sleep");
+        let mut client = SideClient::new("sleepy", child)
+            .expect("client")
+            .with_reply_timeout(Duration::from_millis(200));
+        let started = Instant::now();
+        let err = client.prepare("x").expect_err("no answer");
+        assert!(err.to_string().contains("within 0.2 s; killed"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let err = client.run("x").expect_err("dead side");
+        assert!(err.to_string().contains("sleepy"), "{err}");
     }
 
     #[test]
