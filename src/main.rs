@@ -34,6 +34,9 @@ enum Command {
     /// Internal: the peer process of cross-process benchmarks and tests.
     #[command(name = "__peer", hide = true)]
     Peer(cmd::bench::PeerArgs),
+    /// Internal: one side (baseline or ringscan) of `ringscan bench`, driven over stdin.
+    #[command(name = "__bench-side", hide = true)]
+    BenchSide(cmd::bench_side::BenchSideArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Daemon(args) => cmd::daemon::run(args),
         Command::Peer(args) => cmd::bench::peer(args),
+        Command::BenchSide(args) => cmd::bench_side::run(args),
     };
     match result {
         Ok(code) => code,

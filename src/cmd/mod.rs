@@ -1,6 +1,8 @@
 //! One module per subcommand; each owns its clap `Args` and a `run` function.
 
 pub(crate) mod bench;
+pub(crate) mod bench_data;
+pub(crate) mod bench_side;
 pub(crate) mod common;
 pub(crate) mod daemon;
 pub(crate) mod demo;
