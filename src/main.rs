@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Run the demo on the default data directory (creates the dataset if missing).
     Demo(cmd::demo::DemoArgs),
+    /// Run a SQL query over a table or files of the data directory.
+    Query(cmd::query::QueryArgs),
     /// Write a deterministic synthetic Parquet dataset (ohlcv, contacts, wide).
     Generate(cmd::generate::GenerateArgs),
     /// Show recorded runs (counters, wall time, rows/s) and compare two of them.
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Query(args) => cmd::query::run(args),
         Command::Generate(args) => cmd::generate::run(args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Bench(args) => cmd::bench::run(args),

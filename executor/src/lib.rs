@@ -41,6 +41,7 @@ mod expr;
 pub mod format;
 mod pushdown;
 mod result_cache;
+pub mod session;
 mod sql;
 mod sql_terms;
 mod temporal;

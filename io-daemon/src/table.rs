@@ -16,7 +16,6 @@ use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
@@ -445,19 +444,7 @@ impl<'a> Walk<'a> {
 }
 
 fn version(path: PathBuf, meta: &fs::Metadata) -> FileVersion {
-    let modified_ns = meta
-        .modified()
-        .ok()
-        .map(|t| match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => d.as_nanos() as i128,
-            Err(e) => -(e.duration().as_nanos() as i128),
-        })
-        .unwrap_or(0);
-    FileVersion {
-        path,
-        size_bytes: meta.len(),
-        modified_ns,
-    }
+    FileVersion::from_metadata(path, meta)
 }
 
 /// The existing table name closest to `name` (edit distance at most half its length).

@@ -23,6 +23,25 @@ pub struct FileVersion {
     pub modified_ns: i128,
 }
 
+impl FileVersion {
+    /// The version of `path` (relative to the data directory) from its metadata.
+    pub fn from_metadata(path: PathBuf, meta: &std::fs::Metadata) -> Self {
+        let modified_ns = meta
+            .modified()
+            .ok()
+            .map(|t| match t.duration_since(std::time::UNIX_EPOCH) {
+                Ok(d) => i128::try_from(d.as_nanos()).unwrap_or(i128::MAX),
+                Err(e) => -i128::try_from(e.duration().as_nanos()).unwrap_or(i128::MAX),
+            })
+            .unwrap_or(0);
+        Self {
+            path,
+            size_bytes: meta.len(),
+            modified_ns,
+        }
+    }
+}
+
 /// What [`ClientMessage::Describe`](crate::msg::ClientMessage::Describe) answers.
 ///
 /// `files` and `dirs` together are the table's data version: a result cache keyed by

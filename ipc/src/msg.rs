@@ -244,7 +244,7 @@ impl Predicate {
 }
 
 /// What to scan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScanSource {
     /// A table (a directory under the data directory).

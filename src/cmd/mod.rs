@@ -7,4 +7,5 @@ pub(crate) mod common;
 pub(crate) mod daemon;
 pub(crate) mod demo;
 pub(crate) mod generate;
+pub(crate) mod query;
 pub(crate) mod runs;

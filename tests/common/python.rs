@@ -76,4 +76,3 @@ pub(crate) fn python_or_skip(test: &str) -> Option<&'static Path> {
         }
     }
 }
-

@@ -1,0 +1,359 @@
+//! A query session: the executor's end of the daemon → ring → executor path.
+//!
+//! A [`Session`] holds one connection to the IO daemon of a data directory (started on
+//! demand by the caller's `spawn`), the plan cache, a result cache and what the daemon
+//! said about each table (schema and data version). [`Session::query`] plans the SQL
+//! (plan cache), checks the table's data version by stat-ing the files and directories
+//! the daemon listed (so a rewritten, added or removed file is never served from the
+//! result cache), then either answers from the result cache or opens a scan stream,
+//! feeds its batches to an [`Execution`], cancels the scan as soon as the executor needs
+//! no more rows, forwards top-k's dynamic filter to the daemon, and caches the result.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_schema::SchemaRef;
+use ringscan_ipc::client::{ensure_daemon, ClientError, DaemonClient};
+use ringscan_ipc::msg::{FileVersion, Predicate, ScanSource, ScanSummary, TableInfo};
+
+use crate::exec::{Execution, Flow, QueryResult};
+use crate::result_cache::{DataVersion, ResultCache, ResultKey};
+use crate::{Catalog, PhysicalPlan, PlanError, Planner};
+
+/// Failure of one query of a session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// Planning failed (SQL outside the subset, unknown column, type error).
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The daemon could not be reached or refused the request.
+    #[error(transparent)]
+    Daemon(#[from] ClientError),
+    /// The table's schema from the daemon could not be decoded.
+    #[error("the daemon sent an unreadable schema for {source_name}: {message}")]
+    Schema {
+        /// The table or path.
+        source_name: String,
+        /// Decoder's message.
+        message: String,
+    },
+    /// The executor failed on the scanned batches.
+    #[error(transparent)]
+    Exec(#[from] crate::exec::ExecError),
+    /// A file of the table could not be stat-ed for its data version.
+    #[error("the table's data changed while it was being checked: {path}")]
+    Vanished {
+        /// The file or directory.
+        path: PathBuf,
+    },
+}
+
+/// Sizes and switches of a session.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Bytes of planned queries kept (the plan cache).
+    pub plan_cache_bytes: usize,
+    /// Bytes of results kept (the result cache); 0 disables it.
+    pub result_cache_bytes: usize,
+    /// How long to wait for a daemon that `spawn` started.
+    pub daemon_start_wait: Duration,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            plan_cache_bytes: 8 << 20,
+            result_cache_bytes: 256 << 20,
+            daemon_start_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What one query did and returned.
+#[derive(Debug, Clone)]
+pub struct QueryOutcome {
+    /// The rows (shared with the result cache).
+    pub result: Arc<QueryResult>,
+    /// `EXPLAIN` text, when the query was an EXPLAIN (then `result` is empty).
+    pub explain: Option<String>,
+    /// The daemon's summary of the scan (`None` on a result-cache hit or EXPLAIN).
+    pub scan: Option<ScanSummary>,
+    /// The plan came from the plan cache.
+    pub plan_hit: bool,
+    /// The result came from the result cache.
+    pub result_hit: bool,
+    /// Wall time of the whole query, microseconds.
+    pub total_us: u64,
+}
+
+/// A table as the daemon described it.
+#[derive(Debug)]
+struct TableEntry {
+    schema: SchemaRef,
+    info: TableInfo,
+}
+
+impl TableEntry {
+    /// The data version as recorded: every file and directory with its size and mtime.
+    fn version(&self) -> DataVersion {
+        self.info
+            .files
+            .iter()
+            .chain(&self.info.dirs)
+            .map(|v| (v.path.clone(), v.size_bytes, v.modified_ns))
+            .collect()
+    }
+
+    /// Whether every recorded file and directory still stats the same: a file rewritten,
+    /// added or removed (which moves its directory's mtime) makes it false.
+    fn still_current(&self, data_dir: &Path) -> bool {
+        self.info
+            .files
+            .iter()
+            .chain(&self.info.dirs)
+            .all(|recorded| stat_version(data_dir, recorded).as_ref() == Some(recorded))
+    }
+}
+
+/// The catalog the planner sees: tables described by the daemon, remembered.
+#[derive(Debug)]
+struct DaemonCatalog {
+    client: RefCell<DaemonClient>,
+    tables: RefCell<HashMap<ScanSource, Arc<TableEntry>>>,
+    /// Why the last lookup found nothing (the daemon's words: "no table ohlvc; did
+    /// you mean ohlcv?"), so the session reports it instead of a bare "unknown table".
+    last_error: RefCell<Option<ClientError>>,
+}
+
+impl DaemonCatalog {
+    fn describe(&self, source: &ScanSource) -> Result<Arc<TableEntry>, SessionError> {
+        let info = self.client.borrow_mut().describe(source)?;
+        let schema = info.schema().map_err(|e| SessionError::Schema {
+            source_name: source_name(source),
+            message: e.to_string(),
+        })?;
+        let entry = Arc::new(TableEntry {
+            schema: Arc::new(schema),
+            info,
+        });
+        self.tables
+            .borrow_mut()
+            .insert(source.clone(), Arc::clone(&entry));
+        Ok(entry)
+    }
+
+    fn entry(&self, source: &ScanSource) -> Option<Arc<TableEntry>> {
+        self.tables.borrow().get(source).cloned()
+    }
+}
+
+impl Catalog for DaemonCatalog {
+    fn schema(&self, source: &ScanSource) -> Option<SchemaRef> {
+        if let Some(entry) = self.entry(source) {
+            return Some(Arc::clone(&entry.schema));
+        }
+        match self.describe(source) {
+            Ok(entry) => Some(Arc::clone(&entry.schema)),
+            Err(SessionError::Daemon(e)) => {
+                *self.last_error.borrow_mut() = Some(e);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// Most plans whose result-cache text is remembered (cleared when full).
+const PLAN_TEXTS_MAX: usize = 1024;
+
+/// One client's queries against one data directory's daemon.
+#[derive(Debug)]
+pub struct Session {
+    data_dir: PathBuf,
+    planner: Planner<DaemonCatalog>,
+    results: ResultCache,
+    /// The result-cache text of each plan, rendered once: the entry holds the plan's
+    /// `Arc`, so a pointer match proves it is the same plan.
+    plan_texts: HashMap<String, (Arc<PhysicalPlan>, Arc<str>)>,
+}
+
+impl Session {
+    /// Connects to the daemon of `data_dir`, calling `spawn` to start one if none
+    /// answers.
+    pub fn open(
+        data_dir: &Path,
+        spawn: &dyn Fn() -> std::io::Result<()>,
+        options: &SessionOptions,
+    ) -> Result<Self, SessionError> {
+        let client = ensure_daemon(data_dir, spawn, options.daemon_start_wait)?;
+        let catalog = DaemonCatalog {
+            client: RefCell::new(client),
+            tables: RefCell::new(HashMap::new()),
+            last_error: RefCell::new(None),
+        };
+        Ok(Self {
+            data_dir: data_dir.to_path_buf(),
+            planner: Planner::new(catalog, options.plan_cache_bytes),
+            results: ResultCache::new(options.result_cache_bytes),
+            plan_texts: HashMap::new(),
+        })
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Plans `sql` (through the plan cache) without running it.
+    pub fn plan(&mut self, sql: &str) -> Result<(Arc<PhysicalPlan>, bool), SessionError> {
+        let hits_before = self.planner.cache_stats().hits;
+        let plan = self
+            .planner
+            .plan(sql)
+            .map_err(|e| self.explain_plan_error(e))?;
+        Ok((plan, self.planner.cache_stats().hits > hits_before))
+    }
+
+    fn explain_plan_error(&self, e: PlanError) -> SessionError {
+        if let PlanError::UnknownTable { .. } = e {
+            if let Some(why) = self.planner.catalog().last_error.borrow_mut().take() {
+                return SessionError::Daemon(why);
+            }
+        }
+        SessionError::Plan(e)
+    }
+
+    /// Runs `sql`; `use_result_cache: false` neither reads nor fills the result cache.
+    pub fn query(
+        &mut self,
+        sql: &str,
+        use_result_cache: bool,
+    ) -> Result<QueryOutcome, SessionError> {
+        let start = Instant::now();
+        let (mut plan, mut plan_hit) = self.plan(sql)?;
+        if plan.logical.explain {
+            return Ok(QueryOutcome {
+                result: Arc::new(QueryResult {
+                    schema: Arc::clone(&plan.logical.output_schema),
+                    batches: Vec::new(),
+                    rows: 0,
+                }),
+                explain: Some(plan.explain()),
+                scan: None,
+                plan_hit,
+                result_hit: false,
+                total_us: micros(start),
+            });
+        }
+        let source = plan.scan.source.clone();
+        let catalog = self.planner.catalog();
+        let mut entry = match catalog.entry(&source) {
+            Some(entry) => entry,
+            None => catalog.describe(&source)?,
+        };
+        if !entry.still_current(&self.data_dir) {
+            // The data changed under us: ask again, and re-plan if the schema moved.
+            let fresh = catalog.describe(&source)?;
+            if fresh.schema != entry.schema {
+                self.planner.invalidate();
+                (plan, plan_hit) = self.plan(sql)?;
+            }
+            entry = fresh;
+        }
+        let key = ResultKey::from_parts(self.plan_text(sql, &plan).to_string(), entry.version());
+        if use_result_cache {
+            if let Some(result) = self.results.get(&key) {
+                return Ok(QueryOutcome {
+                    result,
+                    explain: None,
+                    scan: None,
+                    plan_hit,
+                    result_hit: true,
+                    total_us: micros(start),
+                });
+            }
+        }
+        let (result, summary) = self.run_plan(&plan)?;
+        let result = Arc::new(result);
+        if use_result_cache {
+            self.results.insert(key, Arc::clone(&result));
+        }
+        Ok(QueryOutcome {
+            result,
+            explain: None,
+            scan: Some(summary),
+            plan_hit,
+            result_hit: false,
+            total_us: micros(start),
+        })
+    }
+
+    /// Streams the plan's scan through an [`Execution`].
+    fn run_plan(&self, plan: &PhysicalPlan) -> Result<(QueryResult, ScanSummary), SessionError> {
+        let client = self.planner.catalog().client.borrow();
+        let mut stream = client.scan(&plan.scan)?;
+        let mut execution = Execution::new(plan, stream.schema())?;
+        let mut refined: Option<Predicate> = None;
+        while let Some(batch) = stream.next_batch()? {
+            if execution.push(batch)? == Flow::Done {
+                stream.cancel();
+                break;
+            }
+            if let Some(filter) = execution.dynamic_filter() {
+                if refined.as_ref() != Some(&filter) {
+                    // Only a hint: a daemon that cannot take it still returns correct rows.
+                    let _ = stream.refine(&filter);
+                    refined = Some(filter);
+                }
+            }
+        }
+        let summary = stream.finish()?;
+        Ok((execution.finish()?, summary))
+    }
+
+    /// The plan's canonical text for the result cache, rendered once per plan.
+    fn plan_text(&mut self, sql: &str, plan: &Arc<PhysicalPlan>) -> Arc<str> {
+        if let Some((cached, text)) = self.plan_texts.get(sql) {
+            if Arc::ptr_eq(cached, plan) {
+                return Arc::clone(text);
+            }
+        }
+        if self.plan_texts.len() >= PLAN_TEXTS_MAX {
+            self.plan_texts.clear();
+        }
+        let text: Arc<str> = format!("{plan:?}").into();
+        self.plan_texts
+            .insert(sql.to_owned(), (Arc::clone(plan), Arc::clone(&text)));
+        text
+    }
+
+    /// Result-cache counters.
+    pub fn result_cache_stats(&self) -> crate::CacheStats {
+        self.results.stats()
+    }
+}
+
+fn source_name(source: &ScanSource) -> String {
+    match source {
+        ScanSource::Table { name } => name.clone(),
+        ScanSource::Files { paths } => paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// `recorded`'s file as it stats now.
+fn stat_version(data_dir: &Path, recorded: &FileVersion) -> Option<FileVersion> {
+    let meta = std::fs::metadata(data_dir.join(&recorded.path)).ok()?;
+    Some(FileVersion::from_metadata(recorded.path.clone(), &meta))
+}

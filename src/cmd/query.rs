@@ -1,0 +1,257 @@
+//! `ringscan query`: one SQL query through the daemon → ring → executor path.
+//!
+//! The daemon of the data directory is started on demand (detached, logging under
+//! `<data>/.ringscan/`) and stays up until idle, so the second query finds warm footer
+//! caches. `--repeat N` runs the query N times in this process (plan and result caches
+//! warm after the first) and reports latency percentiles.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use ringscan_executor::format::{write_csv, write_json, write_table};
+use ringscan_executor::session::{QueryOutcome, Session, SessionOptions};
+use ringscan_ipc::msg::ScanSummary;
+use serde_json::{json, Map, Value};
+
+use super::common::{data_dir, finish_recording, human_bytes, human_count, start_recording};
+use super::daemon::spawn_detached;
+
+/// How long a daemon started by a query stays up without work.
+const DAEMON_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Output format of the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// An aligned table with a header.
+    Table,
+    /// CSV with a header row.
+    Csv,
+    /// One JSON object per row, one per line.
+    Json,
+}
+
+/// Arguments of `ringscan query`.
+#[derive(Debug, Args)]
+pub(crate) struct QueryArgs {
+    /// The query: `SELECT ... FROM table|'path/glob' ...` (or `EXPLAIN SELECT ...`).
+    sql: String,
+    /// Data directory [default: $RINGSCAN_DATA, else ./ringscan-data].
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// How to print the rows.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// Print the scan summary (pruning, bytes read, timings) and counters to stderr.
+    #[arg(long)]
+    stats: bool,
+    /// Print the plan (what is pushed to the daemon, what stays here) instead of running.
+    #[arg(long)]
+    explain: bool,
+    /// Neither read nor fill the result cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Run the query this many times in this process; report latency percentiles.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    repeat: u32,
+    /// Write latency, scan, cache and counter figures as one JSON object to this file.
+    #[arg(long)]
+    stats_json: Option<PathBuf>,
+}
+
+/// Latency percentiles over the repeats, microseconds.
+#[derive(Debug, Clone, Copy)]
+struct Latency {
+    p50: u64,
+    p95: u64,
+    p99: u64,
+    mean: f64,
+}
+
+impl Latency {
+    fn of(samples: &[u64]) -> Self {
+        let mut sorted = samples.to_vec();
+        sorted.sort_unstable();
+        let rank = |q: f64| {
+            let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+            sorted[i - 1]
+        };
+        Self {
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+            mean: sorted.iter().sum::<u64>() as f64 / sorted.len() as f64,
+        }
+    }
+}
+
+/// Opens a session on `data`, starting its daemon if none answers.
+pub(crate) fn open_session(data: &Path) -> anyhow::Result<Session> {
+    if !data.is_dir() {
+        bail!(
+            "data directory {} does not exist (generate data with `ringscan generate`, or pass --data)",
+            data.display()
+        );
+    }
+    let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
+    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT);
+    Session::open(data, &spawn, &SessionOptions::default())
+        .with_context(|| format!("cannot reach the IO daemon of {}", data.display()))
+}
+
+pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
+    let data = data_dir(args.data.as_deref());
+    let recorder = start_recording("query", std::env::args().skip(2).collect());
+    let mut session = open_session(&data)?;
+    if args.explain {
+        let (plan, _) = session.plan(&args.sql)?;
+        println!("{}", plan.explain());
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    let mut latencies_us = Vec::with_capacity(args.repeat as usize);
+    let mut first: Option<QueryOutcome> = None;
+    let mut last: Option<QueryOutcome> = None;
+    for _ in 0..args.repeat {
+        let outcome = session.query(&args.sql, !args.no_cache)?;
+        latencies_us.push(outcome.total_us);
+        if first.is_none() {
+            first = Some(outcome);
+        } else {
+            last = Some(outcome);
+        }
+    }
+    let first = first.expect("repeat is at least 1");
+    let latency = Latency::of(&latencies_us);
+    print_result(&first, args.format)?;
+
+    let scan = first.scan.clone().unwrap_or_default();
+    let mut figures = Map::new();
+    figures.insert("rows_returned".into(), json!(first.result.rows));
+    figures.insert("latency_us_p50".into(), json!(latency.p50));
+    figures.insert("repeat".into(), json!(args.repeat));
+    let runs_file = ringscan_profiling::runs_path(&data);
+    let record_quiet = !args.stats;
+    if args.stats {
+        print_stats(&first, last.as_ref(), &scan, latency, args.repeat);
+    }
+    if let Some(path) = &args.stats_json {
+        let stats = json!({
+            "sql": args.sql,
+            "repeat": args.repeat,
+            "latency_us": {"p50": latency.p50, "p95": latency.p95, "p99": latency.p99, "mean": latency.mean},
+            "rows_returned": first.result.rows,
+            "scan": scan_json(&scan),
+            "cache": {
+                "plan_hit": last.as_ref().unwrap_or(&first).plan_hit,
+                "result_hit": last.as_ref().unwrap_or(&first).result_hit,
+                "first_plan_hit": first.plan_hit,
+                "first_result_hit": first.result_hit,
+            },
+            "counters": {"daemon": scan.counters, "executor": Value::Null},
+        });
+        write_stats_json(path, stats)?;
+    }
+    finish_recording(recorder, figures, &runs_file, record_quiet);
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn write_stats_json(path: &Path, stats: Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(&stats)?;
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("cannot write the stats to {}", path.display()))
+}
+
+fn scan_json(s: &ScanSummary) -> Value {
+    json!({
+        "files_total": s.files_considered,
+        "files_pruned": s.files_pruned,
+        "row_groups_total": s.row_groups_considered,
+        "row_groups_pruned": s.row_groups_pruned,
+        "pages_pruned": s.pages_skipped,
+        "bytes_read": s.bytes_read,
+        "rows_decoded": s.rows_decoded,
+        "rows_emitted": s.rows_emitted,
+        "timings_us": s.timings,
+    })
+}
+
+fn print_result(outcome: &QueryOutcome, format: Format) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    match format {
+        Format::Table => write_table(&mut out, &outcome.result)?,
+        Format::Csv => write_csv(&mut out, &outcome.result)?,
+        Format::Json => write_json(&mut out, &outcome.result)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn print_stats(
+    first: &QueryOutcome,
+    last: Option<&QueryOutcome>,
+    s: &ScanSummary,
+    latency: Latency,
+    repeat: u32,
+) {
+    let ms = |us: u64| format!("{:.3} ms", us as f64 / 1000.0);
+    eprintln!(
+        "scan: files {} ({} pruned), row groups {} ({} pruned), pages {} pruned; {} read; \
+         rows {} decoded, {} emitted",
+        human_count(s.files_considered),
+        human_count(s.files_pruned),
+        human_count(s.row_groups_considered),
+        human_count(s.row_groups_pruned),
+        human_count(s.pages_skipped),
+        human_bytes(s.bytes_read),
+        human_count(s.rows_decoded),
+        human_count(s.rows_emitted),
+    );
+    let t = &s.timings;
+    eprintln!(
+        "daemon time: total {}, io {}, decode {}, filter {}, waiting on the ring {}",
+        ms(t.total_us),
+        ms(t.io_us),
+        ms(t.decode_us),
+        ms(t.filter_us),
+        ms(t.ring_wait_us)
+    );
+    eprintln!(
+        "query: {} rows in {}; plan cache {}, result cache {}",
+        human_count(first.result.rows as u64),
+        ms(first.total_us),
+        if first.plan_hit { "hit" } else { "miss" },
+        if first.result_hit { "hit" } else { "miss" },
+    );
+    if repeat > 1 {
+        let later = last.unwrap_or(first);
+        eprintln!(
+            "{repeat} runs: p50 {}, p95 {}, p99 {}, mean {:.3} ms (later runs: plan cache {}, result cache {})",
+            ms(latency.p50),
+            ms(latency.p95),
+            ms(latency.p99),
+            latency.mean / 1000.0,
+            if later.plan_hit { "hit" } else { "miss" },
+            if later.result_hit { "hit" } else { "miss" },
+        );
+    }
+    if !s.counters.is_null() {
+        eprintln!("daemon counters: {}", s.counters);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let samples: Vec<u64> = (1..=100).collect();
+        let l = Latency::of(&samples);
+        assert_eq!((l.p50, l.p95, l.p99), (50, 95, 99));
+        assert!((l.mean - 50.5).abs() < 1e-9);
+        let one = Latency::of(&[7]);
+        assert_eq!((one.p50, one.p99), (7, 7));
+    }
+}

@@ -1,0 +1,179 @@
+//! Differential tests: ringscan's answers against DuckDB's, on the same files.
+//!
+//! `tests/differential/corpus.sql` holds the queries; `make_data.py` writes Parquet with
+//! pyarrow and DuckDB (row-group sizes, codecs, dictionary on and off, NULLs) beside the
+//! generator's datasets; `check.py` runs each query through the `ringscan query` binary
+//! (daemon -> ring -> executor, as a user runs it) and through DuckDB and compares.
+//! Also here: the refusal paths of `ringscan query`, each with its message.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+mod common;
+
+use common::python::python_or_skip;
+
+fn ringscan() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ringscan"))
+}
+
+/// Stops the daemon of a data directory when dropped, whatever the test did.
+struct DaemonGuard(PathBuf);
+
+impl Drop for DaemonGuard {
+    fn drop(&mut self) {
+        let _ = ringscan()
+            .args(["daemon", "stop", "--data"])
+            .arg(&self.0)
+            .output();
+    }
+}
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("spawn ringscan");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The corpus's data directory, made once per test binary.
+fn data_dir(python: &Path) -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let gen = |dataset: &str, rows: &str, out: &str, extra: &[&str]| {
+            run_ok(
+                ringscan()
+                    .args(["generate", dataset, "--rows", rows, "--quiet", "--out"])
+                    .arg(dir.path().join(out))
+                    .args(extra),
+            );
+        };
+        gen(
+            "ohlcv",
+            "100000",
+            "ohlcv",
+            &["--row-group-rows", "10000", "--writers", "2"],
+        );
+        gen(
+            "ohlcv",
+            "50000",
+            "ohlcv_part",
+            &["--row-group-rows", "4096", "--partition-by", "symbol"],
+        );
+        gen(
+            "wide",
+            "50000",
+            "wide",
+            &["--row-group-rows", "8192", "--writers", "2"],
+        );
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential/make_data.py");
+        run_ok(Command::new(python).arg(script).arg(dir.path()));
+        dir
+    })
+    .path()
+}
+
+#[test]
+fn corpus_matches_duckdb() {
+    let Some(python) = python_or_skip("corpus_matches_duckdb") else {
+        return;
+    };
+    let data = data_dir(python);
+    let _daemon = DaemonGuard(data.to_path_buf());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .arg(root.join("tests/differential/check.py"))
+        .arg(env!("CARGO_BIN_EXE_ringscan"))
+        .arg(data)
+        .arg(root.join("tests/differential/corpus.sql"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "differential corpus mismatches:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap();
+    assert!(summary["queries"].as_u64().unwrap() >= 60, "{summary}");
+    assert_eq!(summary["failures"], 0, "{stdout}");
+}
+
+/// `ringscan query` on `data` must fail with exit 1 and a message containing `needle`.
+fn refused(data: &Path, sql: &str, needle: &str) {
+    let out = ringscan()
+        .args(["query", "--data"])
+        .arg(data)
+        .arg(sql)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{sql}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{sql}: expected {needle:?} in {stderr:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{sql}: {stderr}");
+}
+
+#[test]
+fn refusals_name_the_construct() {
+    let dir = tempfile::tempdir().unwrap();
+    run_ok(
+        ringscan()
+            .args(["generate", "ohlcv", "--rows", "2000", "--quiet", "--out"])
+            .arg(dir.path().join("ohlcv")),
+    );
+    let _daemon = DaemonGuard(dir.path().to_path_buf());
+    let data = dir.path();
+    refused(
+        data,
+        "SELECT upper(symbol) FROM ohlcv",
+        "unsupported: function upper",
+    );
+    refused(
+        data,
+        "SELECT clos FROM ohlcv",
+        "unknown column 'clos'; did you mean 'close'?",
+    );
+    refused(data, "SELECT * FROM ohlvc", "no table \"ohlvc\"");
+    refused(data, "SELECT * FROM ohlvc", "did you mean \"ohlcv\"?");
+    let missing = data.join("no-such-dir");
+    let out = ringscan()
+        .args(["query", "--data"])
+        .arg(&missing)
+        .arg("SELECT 1 FROM t")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    refused(
+        data,
+        "SELECT * FROM ohlcv a JOIN ohlcv b ON a.ts = b.ts",
+        "unsupported: JOIN",
+    );
+    refused(data, "SELECT symbol FROM ohlcv GROUP BY", "SQL parse error");
+    refused(data, "DELETE FROM ohlcv", "unsupported: DELETE");
+    refused(
+        data,
+        "SELECT close + symbol FROM ohlcv",
+        "cannot apply '+' to Float64 and Utf8",
+    );
+    refused(
+        data,
+        "SELECT * FROM 'nowhere/*.parquet'",
+        "\"nowhere/*.parquet\" matches no file",
+    );
+    refused(data, "SELECT sum(symbol) FROM ohlcv", "sum");
+    refused(
+        data,
+        "SELECT symbol, close FROM ohlcv GROUP BY symbol",
+        "close",
+    );
+}
