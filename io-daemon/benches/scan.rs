@@ -44,7 +44,12 @@ fn dataset(name: &str, rows: u64, configure: impl FnOnce(&mut GenerateOptions)) 
     ringscan_generator::inspect::parquet_files(&dir).expect("list the bench data")
 }
 
-fn scan(files: &[PathBuf], threads: usize, pred: Option<&Predicate>, cache: &MetadataCache) -> ScanSummary {
+fn scan(
+    files: &[PathBuf],
+    threads: usize,
+    pred: Option<&Predicate>,
+    cache: &MetadataCache,
+) -> ScanSummary {
     let spec = ScanSpec::new(Path::new("/"), files)
         .with_threads(threads)
         .with_predicate(pred);
@@ -80,9 +85,15 @@ fn full_scan(c: &mut Criterion) {
     group.throughput(Throughput::Elements(10_000_000));
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
-    group.bench_function("parquet_reader_1_thread", |b| b.iter(|| plain_reader(&files)));
-    group.bench_function("ringscan_1_thread", |b| b.iter(|| scan(&files, 1, None, &cache)));
-    group.bench_function("ringscan_2_threads", |b| b.iter(|| scan(&files, 2, None, &cache)));
+    group.bench_function("parquet_reader_1_thread", |b| {
+        b.iter(|| plain_reader(&files))
+    });
+    group.bench_function("ringscan_1_thread", |b| {
+        b.iter(|| scan(&files, 1, None, &cache))
+    });
+    group.bench_function("ringscan_2_threads", |b| {
+        b.iter(|| scan(&files, 2, None, &cache))
+    });
     group.finish();
 }
 
@@ -115,8 +126,12 @@ fn filtered(c: &mut Criterion) {
     let mut group = c.benchmark_group("close_ge_480");
     group.throughput(Throughput::Elements(100_000));
     group.bench_function("unfiltered", |b| b.iter(|| scan(&files, 1, None, &cache)));
-    group.bench_function("filtered", |b| b.iter(|| scan(&files, 1, Some(&pred), &cache)));
-    group.bench_function("parquet_reader_unfiltered", |b| b.iter(|| plain_reader(&files)));
+    group.bench_function("filtered", |b| {
+        b.iter(|| scan(&files, 1, Some(&pred), &cache))
+    });
+    group.bench_function("parquet_reader_unfiltered", |b| {
+        b.iter(|| plain_reader(&files))
+    });
     group.finish();
 }
 

@@ -70,7 +70,11 @@ impl<'a> Scan<'a> {
             .with_projection(self.projection.as_deref())
             .with_predicate(self.predicate.as_ref())
             .with_limit(self.limit)
-            .with_batch_size(4);
+            .with_batch_size(4)
+            // One row group in flight: these tests check what is read and when the scan
+            // stops; scan_proptest and scan_robust cover the pipeline.
+            .with_threads(1)
+            .with_prefetch(0, 0);
         let mut batches = Vec::new();
         let summary = scan_files(&spec, cache, &mut |b: RecordBatch| {
             let more = keep_going(&b);

@@ -38,7 +38,10 @@ fn write_with(path: &Path, rows: i64, props: WriterProperties) {
     let file = std::fs::File::create(path).expect("create");
     let mut w = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props)).expect("writer");
     let i: Vec<i64> = (0..rows).collect();
-    let s: Vec<String> = i.iter().map(|v| format!("row-{v:08}-padding-padding")).collect();
+    let s: Vec<String> = i
+        .iter()
+        .map(|v| format!("row-{v:08}-padding-padding"))
+        .collect();
     let k: Vec<i64> = i.iter().map(|v| v * 7919 % rows.max(1)).collect();
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from(i)),
@@ -87,7 +90,11 @@ fn hostile_files_fail_naming_the_file() {
     let n = bytes.len();
 
     let mut cases: Vec<(&str, Vec<u8>, &str)> = Vec::new();
-    cases.push(("magic.parquet", b"definitely not a parquet file".to_vec(), "corrupt"));
+    cases.push((
+        "magic.parquet",
+        b"definitely not a parquet file".to_vec(),
+        "corrupt",
+    ));
     cases.push(("empty.parquet", Vec::new(), "corrupt"));
     let mut past = bytes.clone();
     past[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -101,13 +108,20 @@ fn hostile_files_fail_naming_the_file() {
     cases.push(("half.parquet", bytes[..n / 2].to_vec(), "corrupt"));
     let mut encrypted = bytes.clone();
     encrypted[n - 4..].copy_from_slice(b"PARE");
-    cases.push(("enc.parquet", encrypted, "encrypted parquet is not supported"));
+    cases.push((
+        "enc.parquet",
+        encrypted,
+        "encrypted parquet is not supported",
+    ));
 
     for (name, content, cause) in cases {
         let path = dir.path().join(name);
         std::fs::write(&path, content).expect("write");
         let files = [path.clone()];
-        for pred in [None, Some(Predicate::compare("i", CmpOp::GtEq, Literal::Int(10)))] {
+        for pred in [
+            None,
+            Some(Predicate::compare("i", CmpOp::GtEq, Literal::Int(10))),
+        ] {
             let spec = ScanSpec::new(dir.path(), &files).with_predicate(pred.as_ref());
             let (result, _) = run(&spec, |_| true);
             let err = result.expect_err(name);
@@ -191,7 +205,9 @@ fn a_limit_stops_scheduling() {
     let path = dir.path().join("l.parquet");
     write(&path, 2000, 100);
     let files = [path];
-    let full = run(&ScanSpec::new(dir.path(), &files), |_| true).0.expect("full");
+    let full = run(&ScanSpec::new(dir.path(), &files), |_| true)
+        .0
+        .expect("full");
     for threads in [1, 3] {
         let spec = ScanSpec::new(dir.path(), &files)
             .with_limit(Some(5))

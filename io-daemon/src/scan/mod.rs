@@ -279,8 +279,7 @@ impl Coordinator<'_, '_> {
                 return Ok(());
             }
             while self.in_flight < max_in_flight
-                && (self.in_flight == 0
-                    || self.in_flight_bytes < self.spec.prefetch_bytes as u64)
+                && (self.in_flight == 0 || self.in_flight_bytes < self.spec.prefetch_bytes as u64)
             {
                 let Some(mut task) = self.next_task() else {
                     break;
@@ -288,10 +287,9 @@ impl Coordinator<'_, '_> {
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 if self.spec.predicate.is_none() {
-                    task.limit = self
-                        .spec
-                        .limit
-                        .map(|l| usize::try_from(l.saturating_sub(self.scheduled_rows)).unwrap_or(usize::MAX));
+                    task.limit = self.spec.limit.map(|l| {
+                        usize::try_from(l.saturating_sub(self.scheduled_rows)).unwrap_or(usize::MAX)
+                    });
                 }
                 self.scheduled_rows += task.rows;
                 self.in_flight += 1;

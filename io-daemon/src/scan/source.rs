@@ -260,7 +260,7 @@ mod tests {
             coalesce(vec![10..20, 0..5, 25..30, 100..110, 3..4], 5),
             vec![0..30, 100..110]
         );
-        assert_eq!(coalesce(vec![5..5], 0), Vec::<Range<u64>>::new());
+        assert_eq!(coalesce(vec![5..5, 7..7], 0), Vec::<Range<u64>>::new());
     }
 
     #[test]

@@ -79,7 +79,16 @@ fn run_inner(
 ) -> Result<(), ScanError> {
     let ctx = &*task.file;
     let Some(pred) = ex.predicate else {
-        let batches = read(ctx, task, &ctx.rest_roots, task.selection.clone(), task.limit, ex, io, out)?;
+        let batches = read(
+            ctx,
+            task,
+            &ctx.rest_roots,
+            task.selection.clone(),
+            task.limit,
+            ex,
+            io,
+            out,
+        )?;
         out.rows_decoded += rows(&batches);
         let start = Instant::now();
         for b in batches {
@@ -90,7 +99,16 @@ fn run_inner(
     };
 
     // Phase 1: the predicate's columns, on the page-selected rows.
-    let pred_batches = read(ctx, task, &ctx.pred_roots, task.selection.clone(), None, ex, io, out)?;
+    let pred_batches = read(
+        ctx,
+        task,
+        &ctx.pred_roots,
+        task.selection.clone(),
+        None,
+        ex,
+        io,
+        out,
+    )?;
     let selected = rows(&pred_batches);
     out.rows_decoded += selected;
     let start = Instant::now();
@@ -145,9 +163,27 @@ fn run_inner(
             Some(pages) => pages.and_then(&by_mask),
             None => by_mask,
         };
-        read(ctx, task, &ctx.rest_roots, Some(selection), None, ex, io, out)?
+        read(
+            ctx,
+            task,
+            &ctx.rest_roots,
+            Some(selection),
+            None,
+            ex,
+            io,
+            out,
+        )?
     } else {
-        let batches = read(ctx, task, &ctx.rest_roots, task.selection.clone(), None, ex, io, out)?;
+        let batches = read(
+            ctx,
+            task,
+            &ctx.rest_roots,
+            task.selection.clone(),
+            None,
+            ex,
+            io,
+            out,
+        )?;
         let start = Instant::now();
         let mut offset = 0;
         let mut kept = Vec::with_capacity(batches.len());
@@ -361,20 +397,24 @@ fn read(
         return Ok(batches);
     }
     let ranges = ranges(ctx, task, roots, selection.as_ref())?;
-    let data = Prefetched::fetch(Arc::clone(&ctx.source), ranges, Arc::clone(io)).map_err(
-        |source| match source.kind() {
-            std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
-                file: ctx.path.clone(),
-                reason: source.to_string(),
-            },
-            _ => ScanError::Io {
-                file: ctx.path.clone(),
-                source,
-            },
-        },
-    )?;
+    let data =
+        Prefetched::fetch(Arc::clone(&ctx.source), ranges, Arc::clone(io)).map_err(|source| {
+            match source.kind() {
+                std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
+                    file: ctx.path.clone(),
+                    reason: source.to_string(),
+                },
+                _ => ScanError::Io {
+                    file: ctx.path.clone(),
+                    source,
+                },
+            }
+        })?;
     let start = Instant::now();
-    let mask = ProjectionMask::roots(ctx.meta.file_metadata().schema_descr(), roots.iter().copied());
+    let mask = ProjectionMask::roots(
+        ctx.meta.file_metadata().schema_descr(),
+        roots.iter().copied(),
+    );
     let mut builder =
         ParquetRecordBatchReaderBuilder::new_with_metadata(data, ctx.arrow_meta.clone())
             .with_batch_size(batch_size)

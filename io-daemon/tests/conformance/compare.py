@@ -15,6 +15,7 @@ import math
 import sys
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 
@@ -49,7 +50,19 @@ def canon(v):
     return "other:" + repr(v)
 
 
+def flat_timestamps(table):
+    """Timestamps as microseconds since the epoch (Python's datetime cannot hold every
+    Parquet timestamp, and the two readers pick different units)."""
+    cols = []
+    for col in table.columns:
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.timestamp("us"), safe=False).cast(pa.int64())
+        cols.append(col)
+    return pa.table(cols, names=[f"c{i}" for i in range(len(cols))])
+
+
 def rows(table):
+    table = flat_timestamps(table)
     out = []
     for r in table.to_pylist():
         out.append(json.dumps([canon(x) for x in r.values()], sort_keys=True))
@@ -64,20 +77,28 @@ def main():
     for e in manifest:
         res = {"name": e["name"]}
         try:
-            rel = con.execute("SELECT * FROM read_parquet(?)", [e["original"]])
-            if hasattr(rel, "fetch_arrow_table"):
-                theirs = rel.fetch_arrow_table()
-            else:
-                theirs = rel.arrow()
-            if hasattr(theirs, "read_all"):
-                theirs = theirs.read_all()
+            rel = con.read_parquet(e["original"])
+            theirs = rel.to_arrow_table()
         except Exception as ex:  # noqa: BLE001 - any refusal is reported
             res["duckdb_error"] = str(ex).splitlines()[0][:300]
             print(json.dumps(res), flush=True)
             continue
+        try:
+            compare(e, theirs, res)
+        except Exception as ex:  # noqa: BLE001 - reported as a failure
+            res["compare_error"] = str(ex).splitlines()[0][:300]
+        print(json.dumps(res), flush=True)
+
+
+def compare(e, theirs, res):
+    if True:
         a = rows(theirs)
         if e["ours"] is not None:
-            b = rows(pq.read_table(e["ours"]))
+            try:
+                b = rows(pq.read_table(e["ours"]))
+            except Exception as ex:  # noqa: BLE001 - reported as a failure
+                res["ours_error"] = str(ex).splitlines()[0][:300]
+                return
         else:
             b = ["[]"] * e["our_count"] if theirs.num_columns == 0 else []
             if theirs.num_columns == 0:
@@ -90,7 +111,6 @@ def main():
             only_a = sorted(sa - sb)[:1]
             only_b = sorted(sb - sa)[:1]
             res["example"] = {"duckdb_only": only_a, "ours_only": only_b}
-        print(json.dumps(res), flush=True)
 
 
 main()
