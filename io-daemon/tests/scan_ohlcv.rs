@@ -78,3 +78,61 @@ fn close_ge_480_reads_under_15_percent() {
         100.0 * ratio
     );
 }
+
+/// A rough throughput comparison (not a timed test: run with `--ignored --nocapture`);
+/// `benches/scan.rs` is the real benchmark. Unfiltered scan of every column of 2,000,000
+/// bars: ringscan with 1 and 2 threads vs parquet's plain reader in one thread, best of 3.
+#[test]
+#[ignore = "timing, run by hand"]
+fn rough_full_scan_throughput() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::time::Instant;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = GenerateOptions::new(DatasetKind::Ohlcv, dir.path().join("ohlcv"));
+    opts.rows = 2_000_000;
+    opts.writers = 1;
+    ringscan_generator::generate(&opts, &|_| {}).expect("generate");
+    let files = ringscan_generator::inspect::parquet_files(&dir.path().join("ohlcv")).expect("ls");
+    let best = |f: &dyn Fn() -> usize| {
+        (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                assert_eq!(f(), 2_000_000);
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let plain = best(&|| {
+        let mut rows = 0;
+        for f in &files {
+            let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).expect("open"))
+                .expect("builder")
+                .with_batch_size(8192)
+                .build()
+                .expect("reader");
+            rows += r.map(|b| b.expect("batch").num_rows()).sum::<usize>();
+        }
+        rows
+    });
+    let cache = MetadataCache::new(16 << 20);
+    let ours = |threads: usize| {
+        best(&|| {
+            let spec = ScanSpec::new(dir.path(), &files).with_threads(threads);
+            let mut rows = 0;
+            scan_files(&spec, &cache, &mut |b: RecordBatch| {
+                rows += b.num_rows();
+                Ok(true)
+            })
+            .expect("scan");
+            rows
+        })
+    };
+    let (one, two) = (ours(1), ours(2));
+    eprintln!(
+        "2M bars, all columns: plain reader {plain:.3}s; ringscan 1 thread {one:.3}s ({:.2}x), \
+         2 threads {two:.3}s ({:.2}x)",
+        plain / one,
+        plain / two
+    );
+}
