@@ -66,14 +66,15 @@ impl<'a> Scan<'a> {
         cache: &MetadataCache,
         mut keep_going: impl FnMut(&RecordBatch) -> bool,
     ) -> Result<(ScanSummary, Vec<RecordBatch>), ScanError> {
-        let spec = ScanSpec {
-            table_root: self.root,
-            files: &self.files,
-            projection: self.projection.as_deref(),
-            predicate: self.predicate.as_ref(),
-            limit: self.limit,
-            batch_size: 4,
-        };
+        let spec = ScanSpec::new(self.root, &self.files)
+            .with_projection(self.projection.as_deref())
+            .with_predicate(self.predicate.as_ref())
+            .with_limit(self.limit)
+            .with_batch_size(4)
+            // One row group in flight: these tests check what is read and when the scan
+            // stops; scan_proptest and scan_robust cover the pipeline.
+            .with_threads(1)
+            .with_prefetch(0, 0);
         let mut batches = Vec::new();
         let summary = scan_files(&spec, cache, &mut |b: RecordBatch| {
             let more = keep_going(&b);

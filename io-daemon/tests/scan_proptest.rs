@@ -19,7 +19,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use proptest::prelude::*;
-use ringscan_io_daemon::scan::{scan_files, MetadataCache, ScanSpec};
+use ringscan_io_daemon::scan::{scan_files, LateMaterialization, MetadataCache, ScanSpec};
 use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
 
 /// A cell as compared: floats by bit pattern, so NaN equals NaN and -0 differs from +0.
@@ -216,6 +216,45 @@ fn reference(path: &Path, pred: Option<&Predicate>, projection: &[String]) -> Ve
         .collect()
 }
 
+/// The engine's knobs: every combination must give the same rows.
+#[derive(Debug, Clone, Copy)]
+struct Engine {
+    threads: usize,
+    prefetch: usize,
+    prefetch_bytes: usize,
+    late: LateMaterialization,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self {
+            threads: 2,
+            prefetch: 2,
+            prefetch_bytes: 1 << 20,
+            late: LateMaterialization::Auto,
+        }
+    }
+}
+
+fn engine() -> impl Strategy<Value = Engine> {
+    (
+        1usize..4,
+        0usize..3,
+        prop_oneof![Just(0usize), Just(1 << 20)],
+        prop_oneof![
+            Just(LateMaterialization::Auto),
+            Just(LateMaterialization::Always),
+            Just(LateMaterialization::Never)
+        ],
+    )
+        .prop_map(|(threads, prefetch, prefetch_bytes, late)| Engine {
+            threads,
+            prefetch,
+            prefetch_bytes,
+            late,
+        })
+}
+
 fn check(
     rows: &Rows,
     layout: &Layout,
@@ -223,6 +262,7 @@ fn check(
     projection: Option<&[String]>,
     limit: Option<u64>,
     batch_size: usize,
+    engine: Engine,
 ) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write(dir.path(), rows, layout);
@@ -237,14 +277,14 @@ fn check(
 
     let cache = MetadataCache::new(1 << 20);
     let files = [path];
-    let spec = ScanSpec {
-        table_root: dir.path(),
-        files: &files,
-        projection,
-        predicate: pred,
-        limit,
-        batch_size,
-    };
+    let spec = ScanSpec::new(dir.path(), &files)
+        .with_projection(projection)
+        .with_predicate(pred)
+        .with_limit(limit)
+        .with_batch_size(batch_size)
+        .with_threads(engine.threads)
+        .with_prefetch(engine.prefetch, engine.prefetch_bytes)
+        .with_late_materialization(engine.late);
     let mut batches = Vec::new();
     let summary = scan_files(&spec, &cache, &mut |b: RecordBatch| {
         batches.push(b);
@@ -278,8 +318,9 @@ proptest! {
         projection in projection(),
         limit in prop::option::weighted(0.3, 0u64..70),
         batch_size in 1usize..16,
+        engine in engine(),
     ) {
-        check(&rows, &layout, pred.as_ref(), projection.as_deref(), limit, batch_size)?;
+        check(&rows, &layout, pred.as_ref(), projection.as_deref(), limit, batch_size, engine)?;
     }
 }
 
@@ -316,9 +357,9 @@ fn floats_in_total_order() {
             CmpOp::GtEq,
         ] {
             let p = Predicate::compare("f", op, Literal::Float(lit));
-            check(&rows, &layout, Some(&p), None, None, 3).expect("plain");
+            check(&rows, &layout, Some(&p), None, None, 3, Engine::default()).expect("plain");
             let p = Predicate::Not(Box::new(p));
-            check(&rows, &layout, Some(&p), None, None, 3).expect("negated");
+            check(&rows, &layout, Some(&p), None, None, 3, Engine::default()).expect("negated");
         }
     }
 }

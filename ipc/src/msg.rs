@@ -354,6 +354,9 @@ pub struct ScanTimings {
     pub filter_us: u64,
     /// Blocked on a full ring (back-pressure from the executor).
     pub ring_wait_us: u64,
+    /// The scan's coordinator waiting for the next row group to be decoded.
+    #[serde(default)]
+    pub wait_us: u64,
 }
 
 /// What the daemon did for one scan.
@@ -376,6 +379,28 @@ pub struct ScanSummary {
     /// Pages skipped thanks to the page index.
     #[serde(default)]
     pub pages_skipped: u64,
+    /// Files skipped by their hive partition values (part of `files_pruned`).
+    #[serde(default)]
+    pub files_pruned_by_partition: u64,
+    /// Row groups skipped by column-chunk statistics (part of `row_groups_pruned`).
+    #[serde(default)]
+    pub row_groups_pruned_by_stats: u64,
+    /// Row groups skipped by bloom filters (part of `row_groups_pruned`).
+    #[serde(default)]
+    pub row_groups_pruned_by_bloom: u64,
+    /// Row groups none of whose pages survived the page index (part of
+    /// `row_groups_pruned`).
+    #[serde(default)]
+    pub row_groups_pruned_by_page_index: u64,
+    /// Row groups skipped by the scan's dynamic filter (part of `row_groups_pruned`).
+    #[serde(default)]
+    pub row_groups_pruned_by_dynamic_filter: u64,
+    /// Pages of the predicate's columns that the page index covered.
+    #[serde(default)]
+    pub pages_considered: u64,
+    /// Row groups whose non-predicate columns were decoded only for passing rows.
+    #[serde(default)]
+    pub row_groups_late_materialized: u64,
     /// Bytes read from storage.
     #[serde(default)]
     pub bytes_read: u64,
@@ -402,6 +427,13 @@ impl Default for ScanSummary {
             row_groups_considered: 0,
             row_groups_pruned: 0,
             pages_skipped: 0,
+            files_pruned_by_partition: 0,
+            row_groups_pruned_by_stats: 0,
+            row_groups_pruned_by_bloom: 0,
+            row_groups_pruned_by_page_index: 0,
+            row_groups_pruned_by_dynamic_filter: 0,
+            pages_considered: 0,
+            row_groups_late_materialized: 0,
             bytes_read: 0,
             rows_decoded: 0,
             rows_emitted: 0,

@@ -92,6 +92,26 @@ pub enum ScanError {
         #[source]
         source: ArrowError,
     },
+    /// The file's metadata contradicts itself or the file (a column chunk past the end
+    /// of the file, negative offsets, columns of different lengths).
+    #[error("{}: invalid Parquet file: {reason}", .file.display())]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The file was truncated or rewritten while the scan read it.
+    #[error("{}: the file changed during the scan: {reason}", .file.display())]
+    Changed {
+        /// The file.
+        file: PathBuf,
+        /// What was seen.
+        reason: String,
+    },
+    /// The caller's cancel flag was raised.
+    #[error("scan cancelled")]
+    Cancelled,
     /// Pruning failed (the error names the file).
     #[error(transparent)]
     Prune(#[from] PruneError),

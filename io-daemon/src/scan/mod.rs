@@ -1,31 +1,69 @@
 //! The scan path: files in, pruned, decoded, filtered and projected Arrow batches out.
 //!
-//! For each file, in order: partition pruning from the hive path; the footer from the
-//! [`MetadataCache`]; row-group pruning by statistics then bloom filters; page pruning
-//! into a `RowSelection`; decoding of the surviving rows of the projected and predicate
-//! columns with `ParquetRecordBatchReader` (over a plain `std::fs::File`: the crate
-//! forbids `unsafe`, so no memory mapping); the predicate evaluated on each batch with
-//! Arrow kernels (SQL three-valued logic: only TRUE rows pass); projection, partition
-//! columns added as constant Utf8 columns; `limit` and the sink's cancel honoured.
+//! Planning, on the calling thread, file by file as the pipeline needs work: partition
+//! pruning from the hive path; the footer from the [`MetadataCache`]; row-group pruning by
+//! statistics then bloom filters; page pruning into a `RowSelection`; one task per
+//! surviving row group.
 //!
-//! Batches go to a sink callback in file order and row order; the summary reports what
-//! was pruned and read.
+//! Execution, on a small pool of worker threads: each task reads the byte ranges of the
+//! column chunks it needs (only the surviving pages) through a [`ByteRangeSource`]
+//! (positional reads for local files: see [`LocalFile`]), decodes them, evaluates the
+//! predicate with Arrow kernels (SQL three-valued logic: only TRUE rows pass) and decodes
+//! the other output columns late, only for passing rows, when that pays (see `task`).
+//! At most `threads + prefetch_row_groups` tasks, and about `prefetch_bytes` of decoded
+//! data, are in flight, so reading and decoding row group k+1 overlaps handing row group
+//! k to the sink.
+//!
+//! Batches go to the sink in file order and row order; a limit stops scheduling once
+//! met, `Ok(false)` from the sink or the cancel flag stops the scan. The summary reports
+//! what was pruned (by which mechanism) and read.
 
 mod cache;
+mod dynamic;
 mod error;
 mod file;
 mod filter;
+mod plan;
+mod source;
+mod task;
 
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
 use ringscan_ipc::msg::{Predicate, ScanSummary};
 
 pub use cache::{CacheStats, MetadataCache};
+pub use dynamic::DynamicFilter;
 pub use error::ScanError;
+pub use source::{ByteRangeSource, LocalFile};
 
-/// What to scan.
+use crate::prune::{FilePruner, Verdict};
+use plan::RgTask;
+use task::{Exec, TaskOutput};
+
+/// Whether to decode the non-predicate output columns only for the rows that passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LateMaterialization {
+    /// Per row group, from how many rows passed and in how many runs.
+    #[default]
+    Auto,
+    /// Always (when there are such columns).
+    Always,
+    /// Never: decode every output column for every page-selected row, then filter.
+    Never,
+}
+
+/// Rows per batch unless told otherwise.
+pub const DEFAULT_BATCH_SIZE: usize = 8192;
+/// Row groups fetched ahead of the one being handed over, beyond one per thread.
+pub const DEFAULT_PREFETCH_ROW_GROUPS: usize = 2;
+/// Decoded bytes (estimated) in flight at most, unless one row group alone is larger.
+pub const DEFAULT_PREFETCH_BYTES: usize = 256 << 20;
+
+/// What to scan. Build with [`ScanSpec::new`] and the `with_*` setters.
 #[derive(Debug, Clone, Copy)]
 pub struct ScanSpec<'a> {
     /// The table's root directory: partition values come from the path of each file
@@ -42,13 +80,110 @@ pub struct ScanSpec<'a> {
     pub limit: Option<u64>,
     /// Rows per decoded batch (at least 1).
     pub batch_size: usize,
+    /// Worker threads decoding row groups (at least 1).
+    pub threads: usize,
+    /// Row groups in flight beyond one per thread.
+    pub prefetch_row_groups: usize,
+    /// Estimated decoded bytes in flight at most (one row group always may be).
+    pub prefetch_bytes: usize,
+    /// Late materialization policy.
+    pub late_materialization: LateMaterialization,
+    /// Consulted before scheduling each row group, for pruning only.
+    pub dynamic_filter: Option<&'a DynamicFilter>,
+    /// Raised by the caller to stop the scan ([`ScanError::Cancelled`]).
+    pub cancel: Option<&'a AtomicBool>,
+}
+
+impl<'a> ScanSpec<'a> {
+    /// Every row and column of `files`; batches of [`DEFAULT_BATCH_SIZE`] rows; threads:
+    /// the available parallelism, at most 4.
+    pub fn new(table_root: &'a Path, files: &'a [PathBuf]) -> Self {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(4);
+        Self {
+            table_root,
+            files,
+            projection: None,
+            predicate: None,
+            limit: None,
+            batch_size: DEFAULT_BATCH_SIZE,
+            threads,
+            prefetch_row_groups: DEFAULT_PREFETCH_ROW_GROUPS,
+            prefetch_bytes: DEFAULT_PREFETCH_BYTES,
+            late_materialization: LateMaterialization::Auto,
+            dynamic_filter: None,
+            cancel: None,
+        }
+    }
+
+    /// Sets [`projection`](Self::projection).
+    pub fn with_projection(mut self, projection: Option<&'a [String]>) -> Self {
+        self.projection = projection;
+        self
+    }
+
+    /// Sets [`predicate`](Self::predicate).
+    pub fn with_predicate(mut self, predicate: Option<&'a Predicate>) -> Self {
+        self.predicate = predicate;
+        self
+    }
+
+    /// Sets [`limit`](Self::limit).
+    pub fn with_limit(mut self, limit: Option<u64>) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Sets [`batch_size`](Self::batch_size).
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets [`threads`](Self::threads).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Sets [`prefetch_row_groups`](Self::prefetch_row_groups) and
+    /// [`prefetch_bytes`](Self::prefetch_bytes).
+    pub fn with_prefetch(mut self, row_groups: usize, bytes: usize) -> Self {
+        self.prefetch_row_groups = row_groups;
+        self.prefetch_bytes = bytes;
+        self
+    }
+
+    /// Sets [`late_materialization`](Self::late_materialization).
+    pub fn with_late_materialization(mut self, late: LateMaterialization) -> Self {
+        self.late_materialization = late;
+        self
+    }
+
+    /// Sets [`dynamic_filter`](Self::dynamic_filter).
+    pub fn with_dynamic_filter(mut self, filter: Option<&'a DynamicFilter>) -> Self {
+        self.dynamic_filter = filter;
+        self
+    }
+
+    /// Sets [`cancel`](Self::cancel).
+    pub fn with_cancel(mut self, cancel: Option<&'a AtomicBool>) -> Self {
+        self.cancel = cancel;
+        self
+    }
 }
 
 /// A batch sink: `Ok(true)` for more, `Ok(false)` to stop the scan (not an error).
 pub type Sink<'s> = dyn FnMut(RecordBatch) -> Result<bool, ScanError> + 's;
 
-/// Run a scan, handing batches to `sink`. Files are scanned one after another; an error
-/// stops the scan (batches already handed over stay handed over).
+type Job = (u64, RgTask);
+type Done = (u64, Result<TaskOutput, ScanError>);
+
+/// Run a scan, handing batches to `sink` in file order and row order. An error stops the
+/// scan (batches already handed over stay handed over); so does `Ok(false)` from the sink
+/// (not an error).
 pub fn scan_files(
     spec: &ScanSpec<'_>,
     cache: &MetadataCache,
@@ -56,19 +191,219 @@ pub fn scan_files(
 ) -> Result<ScanSummary, ScanError> {
     let start = Instant::now();
     let mut summary = ScanSummary::default();
-    let mut state = file::State {
-        remaining: spec.limit,
-        stopped: false,
+    let stop = AtomicBool::new(false);
+    let exec = Exec {
+        predicate: spec.predicate,
+        batch_size: spec.batch_size.max(1),
+        late: spec.late_materialization,
+        stop: &stop,
+        cancel: spec.cancel,
     };
-    for path in spec.files {
-        if state.stopped || state.remaining == Some(0) {
-            break;
+    let threads = spec.threads.max(1);
+    let (job_tx, job_rx) = crossbeam_channel::bounded::<Job>(threads + spec.prefetch_row_groups);
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
+    let result = std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let (job_rx, done_tx, exec) = (job_rx.clone(), done_tx.clone(), &exec);
+            scope.spawn(move || {
+                for (seq, task) in job_rx {
+                    let result = if exec.stopped() {
+                        Ok(TaskOutput::default())
+                    } else {
+                        guard_panic(&task.file.path, || task::run(&task, exec))
+                    };
+                    if done_tx.send((seq, result)).is_err() {
+                        break;
+                    }
+                }
+            });
         }
-        let path = spec.table_root.join(path);
-        file::scan_file(spec, &path, cache, sink, &mut summary, &mut state)?;
-    }
+        drop(done_tx);
+        let mut coordinator = Coordinator {
+            spec,
+            cache,
+            summary: &mut summary,
+            files: spec.files.iter(),
+            planned: VecDeque::new(),
+            planning_done: false,
+            next_seq: 0,
+            next_emit: 0,
+            pending: BTreeMap::new(),
+            in_flight: 0,
+            in_flight_bytes: 0,
+            estimates: BTreeMap::new(),
+            scheduled_rows: 0,
+            remaining: spec.limit,
+        };
+        let result = coordinator.run(&job_tx, &done_rx, sink, threads);
+        stop.store(true, Ordering::Relaxed);
+        drop(job_tx);
+        result
+    });
     summary.timings.total_us = micros(start);
-    Ok(summary)
+    result.map(|()| summary)
+}
+
+struct Coordinator<'s, 'c> {
+    spec: &'c ScanSpec<'s>,
+    cache: &'c MetadataCache,
+    summary: &'c mut ScanSummary,
+    files: std::slice::Iter<'s, PathBuf>,
+    planned: VecDeque<RgTask>,
+    planning_done: bool,
+    next_seq: u64,
+    next_emit: u64,
+    /// Finished tasks (or planning errors) waiting for their turn.
+    pending: BTreeMap<u64, Result<TaskOutput, ScanError>>,
+    in_flight: usize,
+    in_flight_bytes: u64,
+    estimates: BTreeMap<u64, u64>,
+    /// Rows scheduled so far (unfiltered scans: the limit stops scheduling).
+    scheduled_rows: u64,
+    /// Rows still to emit under the limit.
+    remaining: Option<u64>,
+}
+
+impl Coordinator<'_, '_> {
+    fn run(
+        &mut self,
+        jobs: &crossbeam_channel::Sender<Job>,
+        done: &crossbeam_channel::Receiver<Done>,
+        sink: &mut Sink<'_>,
+        threads: usize,
+    ) -> Result<(), ScanError> {
+        let max_in_flight = threads + self.spec.prefetch_row_groups;
+        loop {
+            self.check_cancel()?;
+            if self.remaining == Some(0) {
+                return Ok(());
+            }
+            while self.in_flight < max_in_flight
+                && (self.in_flight == 0 || self.in_flight_bytes < self.spec.prefetch_bytes as u64)
+            {
+                let Some(mut task) = self.next_task() else {
+                    break;
+                };
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                if self.spec.predicate.is_none() {
+                    task.limit = self.spec.limit.map(|l| {
+                        usize::try_from(l.saturating_sub(self.scheduled_rows)).unwrap_or(usize::MAX)
+                    });
+                }
+                self.scheduled_rows += task.rows;
+                self.in_flight += 1;
+                self.in_flight_bytes += task.estimated_bytes;
+                self.estimates.insert(seq, task.estimated_bytes);
+                if jobs.send((seq, task)).is_err() {
+                    return Err(ScanError::Sink("scan worker pool stopped".into()));
+                }
+            }
+            if self.next_emit == self.next_seq {
+                return Ok(()); // Nothing planned or outstanding: done.
+            }
+            let wait = Instant::now();
+            while !self.pending.contains_key(&self.next_emit) {
+                self.check_cancel()?;
+                match done.recv_timeout(Duration::from_millis(20)) {
+                    Ok((seq, result)) => {
+                        self.in_flight -= 1;
+                        let est = self.estimates.remove(&seq).unwrap_or(0);
+                        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(est);
+                        self.pending.insert(seq, result);
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                        return Err(ScanError::Sink("scan workers exited".into()));
+                    }
+                }
+            }
+            self.summary.timings.wait_us += micros(wait);
+            let Some(result) = self.pending.remove(&self.next_emit) else {
+                continue;
+            };
+            self.next_emit += 1;
+            let out = result?;
+            let s = &mut *self.summary;
+            s.bytes_read += out.bytes_read;
+            s.rows_decoded += out.rows_decoded;
+            s.timings.io_us += out.io_us;
+            s.timings.decode_us += out.decode_us;
+            s.timings.filter_us += out.filter_us;
+            s.row_groups_late_materialized += u64::from(out.late);
+            for mut batch in out.batches {
+                if let Some(remaining) = self.remaining.as_mut() {
+                    let n = usize::try_from(*remaining).unwrap_or(usize::MAX);
+                    if batch.num_rows() > n {
+                        batch = batch.slice(0, n);
+                    }
+                    *remaining -= batch.num_rows() as u64;
+                }
+                if batch.num_rows() > 0 {
+                    self.summary.rows_emitted += batch.num_rows() as u64;
+                    if !sink(batch)? {
+                        return Ok(());
+                    }
+                }
+                if self.remaining == Some(0) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn check_cancel(&self) -> Result<(), ScanError> {
+        match self.spec.cancel {
+            Some(c) if c.load(Ordering::Relaxed) => Err(ScanError::Cancelled),
+            _ => Ok(()),
+        }
+    }
+
+    /// The next row group to schedule; planning errors are queued in order.
+    fn next_task(&mut self) -> Option<RgTask> {
+        loop {
+            if self.spec.predicate.is_none()
+                && self.spec.limit.is_some_and(|l| self.scheduled_rows >= l)
+            {
+                return None;
+            }
+            if let Some(task) = self.planned.pop_front() {
+                if self.dynamically_pruned(&task) {
+                    self.summary.row_groups_pruned += 1;
+                    self.summary.row_groups_pruned_by_dynamic_filter += 1;
+                    continue;
+                }
+                return Some(task);
+            }
+            if self.planning_done {
+                return None;
+            }
+            let Some(path) = self.files.next() else {
+                self.planning_done = true;
+                return None;
+            };
+            let path = self.spec.table_root.join(path);
+            match plan::plan_file(self.spec, &path, self.cache, self.summary) {
+                Ok(tasks) => self.planned.extend(tasks),
+                Err(e) => {
+                    self.pending.insert(self.next_seq, Err(e));
+                    self.next_seq += 1;
+                    self.planning_done = true;
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn dynamically_pruned(&self, task: &RgTask) -> bool {
+        let Some(pred) = self.spec.dynamic_filter.and_then(DynamicFilter::current) else {
+            return false;
+        };
+        // Pruning only, so any doubt (a column the file lacks) means "read".
+        FilePruner::try_new(&task.file.meta, task.file.path.display().to_string())
+            .and_then(|p| p.row_group(&pred, task.row_group))
+            .is_ok_and(|v| v == Verdict::Never)
+    }
 }
 
 fn micros(since: Instant) -> u64 {

@@ -1,0 +1,273 @@
+//! Planning one file: partition pruning, the footer, column resolution, row-group
+//! pruning (statistics, bloom filters) and page pruning, into one task per surviving row
+//! group.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use arrow_schema::SchemaRef;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+};
+use parquet::file::metadata::ParquetMetaData;
+use ringscan_ipc::msg::{Predicate, ScanSummary};
+
+use super::source::{ByteRangeSource, IoStats, LocalFile, Prefetched};
+use super::{guard_panic, micros, MetadataCache, ScanError, ScanSpec};
+use crate::prune::{FilePruner, PartitionValues, Verdict};
+
+/// What every row-group task of one file shares.
+#[derive(Debug)]
+pub(crate) struct FileCtx {
+    pub(crate) path: PathBuf,
+    pub(crate) source: Arc<dyn ByteRangeSource>,
+    pub(crate) meta: Arc<ParquetMetaData>,
+    pub(crate) arrow_meta: ArrowReaderMetadata,
+    pub(crate) partitions: PartitionValues,
+    /// Partition columns (not in the file) the predicate references.
+    pub(crate) pred_partitions: Vec<String>,
+    /// Partition columns (not in the file) the output references.
+    pub(crate) out_partitions: Vec<String>,
+    /// Output column names, in order.
+    pub(crate) output: Vec<String>,
+    /// File root columns the predicate reads (sorted).
+    pub(crate) pred_roots: Vec<usize>,
+    /// Output file root columns the predicate does not read (sorted).
+    pub(crate) rest_roots: Vec<usize>,
+    /// The output schema, from the first batch.
+    pub(crate) output_schema: OnceLock<SchemaRef>,
+}
+
+/// One surviving row group of one file: the unit of work.
+#[derive(Debug)]
+pub(crate) struct RgTask {
+    pub(crate) file: Arc<FileCtx>,
+    pub(crate) row_group: usize,
+    /// Rows to read by the page index (covering the whole row group); `None`: all.
+    pub(crate) selection: Option<RowSelection>,
+    /// Rows selected.
+    pub(crate) rows: u64,
+    /// Rows the scan still needs, for an unfiltered scan (set when scheduled).
+    pub(crate) limit: Option<usize>,
+    /// Decoded size estimate, for the prefetch byte budget.
+    pub(crate) estimated_bytes: u64,
+}
+
+/// Plan `path`: `None` when partition values prune the whole file.
+pub(crate) fn plan_file(
+    spec: &ScanSpec<'_>,
+    path: &Path,
+    cache: &MetadataCache,
+    summary: &mut ScanSummary,
+) -> Result<Vec<RgTask>, ScanError> {
+    let plan_start = Instant::now();
+    let result = plan_inner(spec, path, cache, summary);
+    summary.timings.plan_us += micros(plan_start);
+    result
+}
+
+fn plan_inner(
+    spec: &ScanSpec<'_>,
+    path: &Path,
+    cache: &MetadataCache,
+    summary: &mut ScanSummary,
+) -> Result<Vec<RgTask>, ScanError> {
+    summary.files_considered += 1;
+    let partitions = path
+        .strip_prefix(spec.table_root)
+        .ok()
+        .map(|rel| PartitionValues::from_relative_path(&rel.to_string_lossy().replace('\\', "/")))
+        .unwrap_or_default();
+    if let Some(pred) = spec.predicate {
+        if partitions.evaluate(pred) == Verdict::Never {
+            summary.files_pruned += 1;
+            summary.files_pruned_by_partition += 1;
+            return Ok(Vec::new());
+        }
+    }
+
+    let local = LocalFile::open(path).map_err(|source| match source.kind() {
+        ErrorKind::NotFound => ScanError::Missing {
+            file: path.to_path_buf(),
+        },
+        _ => ScanError::Io {
+            file: path.to_path_buf(),
+            source,
+        },
+    })?;
+    check_not_encrypted(path, &local)?;
+    let meta = cache.get_or_load(path, local.file(), spec.predicate.is_some())?;
+    let source: Arc<dyn ByteRangeSource> = Arc::new(local);
+    let corrupt = |source| ScanError::Corrupt {
+        file: path.to_path_buf(),
+        source,
+    };
+    let arrow_meta = guard_panic(path, || {
+        ArrowReaderMetadata::try_new(Arc::clone(&meta), ArrowReaderOptions::new()).map_err(corrupt)
+    })?;
+    let file_schema = Arc::clone(arrow_meta.schema());
+
+    // Columns: the output ones, and the file roots to decode.
+    let unknown = |column: &str| ScanError::UnknownColumn {
+        file: path.to_path_buf(),
+        column: column.to_owned(),
+    };
+    let output: Vec<String> = match spec.projection {
+        Some(names) => names.to_vec(),
+        None => file_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .chain(
+                partitions
+                    .iter()
+                    .filter(|(k, _)| file_schema.index_of(k).is_err())
+                    .map(|(k, _)| k.to_owned()),
+            )
+            .collect(),
+    };
+    let mut pred_roots = Vec::new();
+    let mut pred_partitions = Vec::new();
+    for name in spec.predicate.map(Predicate::columns).unwrap_or_default() {
+        if let Ok(i) = file_schema.index_of(name) {
+            push_unique(&mut pred_roots, i);
+        } else if partitions.contains(name) {
+            push_unique(&mut pred_partitions, name.to_owned());
+        } else {
+            return Err(unknown(name));
+        }
+    }
+    let mut rest_roots = Vec::new();
+    let mut out_partitions = Vec::new();
+    for name in &output {
+        if let Ok(i) = file_schema.index_of(name) {
+            if !pred_roots.contains(&i) {
+                push_unique(&mut rest_roots, i);
+            }
+        } else if partitions.contains(name) {
+            push_unique(&mut out_partitions, name.clone());
+        } else {
+            return Err(unknown(name));
+        }
+    }
+    pred_roots.sort_unstable();
+    rest_roots.sort_unstable();
+
+    // Pruning.
+    let num_row_groups = meta.num_row_groups();
+    summary.row_groups_considered += num_row_groups as u64;
+    let mut surviving: Vec<(usize, Option<RowSelection>, u64)> = Vec::new();
+    match spec.predicate {
+        None => {
+            for g in 0..num_row_groups {
+                let rows = u64::try_from(meta.row_group(g).num_rows()).unwrap_or(0);
+                surviving.push((g, None, rows));
+            }
+        }
+        Some(pred) => {
+            let pruner = FilePruner::try_new(&meta, path.display().to_string())?;
+            let by_stats = pruner.row_groups(pred);
+            summary.row_groups_pruned_by_stats += (num_row_groups - by_stats.kept.len()) as u64;
+            let stats = Arc::new(IoStats::default());
+            let direct = Prefetched::direct(Arc::clone(&source), Arc::clone(&stats));
+            let by_bloom = guard_panic(path, || {
+                Ok(pruner.bloom_filters(&direct, pred, &by_stats.kept)?)
+            })?;
+            summary.bytes_read += stats.bytes.load(std::sync::atomic::Ordering::Relaxed);
+            summary.timings.io_us += stats.micros.load(std::sync::atomic::Ordering::Relaxed);
+            summary.row_groups_pruned_by_bloom +=
+                (by_stats.kept.len() - by_bloom.kept.len()) as u64;
+            for g in by_bloom.kept {
+                let pages = pruner.pages(pred, g)?;
+                summary.pages_considered += pages.pages_considered as u64;
+                summary.pages_skipped += pages.pages_skipped as u64;
+                if pages.rows_selected == 0 {
+                    summary.row_groups_pruned_by_page_index += 1;
+                    continue;
+                }
+                let num_rows = usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0);
+                let selection = (pages.rows_selected < num_rows as u64).then(|| {
+                    // A row group's selection must cover the whole group: pad a short one.
+                    let mut selectors: Vec<RowSelector> = pages.selection.iter().copied().collect();
+                    let covered: usize = selectors.iter().map(|s| s.row_count).sum();
+                    if covered < num_rows {
+                        selectors.push(RowSelector::skip(num_rows - covered));
+                    }
+                    RowSelection::from(selectors)
+                });
+                surviving.push((g, selection, pages.rows_selected));
+            }
+        }
+    }
+    summary.row_groups_pruned += (num_row_groups - surviving.len()) as u64;
+    if surviving.is_empty() {
+        summary.files_pruned += 1;
+        return Ok(Vec::new());
+    }
+
+    let ctx = Arc::new(FileCtx {
+        path: path.to_path_buf(),
+        source,
+        meta: Arc::clone(&meta),
+        arrow_meta,
+        partitions,
+        pred_partitions,
+        out_partitions,
+        output,
+        pred_roots,
+        rest_roots,
+        output_schema: OnceLock::new(),
+    });
+    let schema = meta.file_metadata().schema_descr();
+    Ok(surviving
+        .into_iter()
+        .map(|(g, selection, rows)| {
+            let rg = meta.row_group(g);
+            let total = u64::try_from(rg.num_rows()).unwrap_or(0).max(1);
+            let bytes: u64 = (0..rg.num_columns())
+                .filter(|&c| {
+                    let root = schema.get_column_root_idx(c);
+                    ctx.pred_roots.contains(&root) || ctx.rest_roots.contains(&root)
+                })
+                .map(|c| u64::try_from(rg.column(c).uncompressed_size()).unwrap_or(0))
+                .fold(0u64, u64::saturating_add);
+            RgTask {
+                file: Arc::clone(&ctx),
+                row_group: g,
+                selection,
+                rows,
+                limit: None,
+                estimated_bytes: bytes.saturating_mul(rows) / total,
+            }
+        })
+        .collect())
+}
+
+fn push_unique<T: PartialEq>(v: &mut Vec<T>, x: T) {
+    if !v.contains(&x) {
+        v.push(x);
+    }
+}
+
+/// Encrypted footers end with `PARE`: refuse them by name rather than as "corrupt".
+fn check_not_encrypted(path: &Path, file: &LocalFile) -> Result<(), ScanError> {
+    let len = file.len();
+    if len < 4 {
+        return Ok(()); // The footer parser reports the truncation.
+    }
+    let tail = file
+        .read_range(len - 4..len)
+        .map_err(|source| ScanError::Io {
+            file: path.to_path_buf(),
+            source,
+        })?;
+    if &tail[..] == b"PARE" {
+        return Err(ScanError::Unsupported {
+            file: path.to_path_buf(),
+            reason: "encrypted Parquet is not supported".to_owned(),
+        });
+    }
+    Ok(())
+}

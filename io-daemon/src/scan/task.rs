@@ -1,0 +1,445 @@
+//! Running one row-group task: fetch the byte ranges of the needed column chunks (only
+//! the surviving pages), decode, filter, and late materialization.
+//!
+//! With a predicate, the predicate's columns are fetched and decoded first (restricted
+//! by the page index), the predicate evaluated into a mask, and then the other output
+//! columns are fetched and decoded either
+//! - late: only for the rows that passed (a `RowSelection` refined by the mask, so pages
+//!   with no passing row are neither read nor decompressed), or
+//! - eagerly: for every page-selected row, then filtered by the mask,
+//!
+//! chosen per row group from the mask just computed (how many rows passed and in how
+//! many runs). Either way no column is decoded twice: the predicate columns that are
+//! also output are filtered, not read again. Without a predicate, the output columns are
+//! decoded in one pass with no mask work at all.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow_schema::{FieldRef, Schema, SchemaRef};
+use arrow_select::concat::concat_batches;
+use arrow_select::filter::{filter_record_batch, prep_null_mask_filter};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
+use parquet::arrow::ProjectionMask;
+use ringscan_ipc::msg::Predicate;
+
+use super::file::{project, project_schema, with_partitions};
+use super::plan::{FileCtx, RgTask};
+use super::source::{IoStats, Prefetched};
+use super::{filter, micros, LateMaterialization, ScanError};
+
+/// Scan-wide settings a task needs.
+#[derive(Debug)]
+pub(crate) struct Exec<'a> {
+    pub(crate) predicate: Option<&'a Predicate>,
+    pub(crate) batch_size: usize,
+    pub(crate) late: LateMaterialization,
+    /// Set by the coordinator when the scan ends early.
+    pub(crate) stop: &'a AtomicBool,
+    /// The caller's cancel flag.
+    pub(crate) cancel: Option<&'a AtomicBool>,
+}
+
+impl Exec<'_> {
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// A task's batches and counters.
+#[derive(Debug, Default)]
+pub(crate) struct TaskOutput {
+    pub(crate) batches: Vec<RecordBatch>,
+    /// Rows decoded (each row once, whichever columns and phases).
+    pub(crate) rows_decoded: u64,
+    pub(crate) bytes_read: u64,
+    pub(crate) io_us: u64,
+    pub(crate) decode_us: u64,
+    pub(crate) filter_us: u64,
+    pub(crate) late: bool,
+}
+
+pub(crate) fn run(task: &RgTask, ex: &Exec<'_>) -> Result<TaskOutput, ScanError> {
+    let io = Arc::new(IoStats::default());
+    let mut out = TaskOutput::default();
+    let result = run_inner(task, ex, &io, &mut out);
+    out.bytes_read = io.bytes.load(Ordering::Relaxed);
+    out.io_us = io.micros.load(Ordering::Relaxed);
+    result.map(|()| out)
+}
+
+fn run_inner(
+    task: &RgTask,
+    ex: &Exec<'_>,
+    io: &Arc<IoStats>,
+    out: &mut TaskOutput,
+) -> Result<(), ScanError> {
+    let ctx = &*task.file;
+    let Some(pred) = ex.predicate else {
+        let batches = read(
+            ctx,
+            task,
+            &ctx.rest_roots,
+            task.selection.clone(),
+            task.limit,
+            ex,
+            io,
+            out,
+        )?;
+        out.rows_decoded += rows(&batches);
+        let start = Instant::now();
+        for b in batches {
+            out.batches.push(assemble(ctx, &b)?);
+        }
+        out.filter_us += micros(start);
+        return Ok(());
+    };
+
+    // Phase 1: the predicate's columns, on the page-selected rows.
+    let pred_batches = read(
+        ctx,
+        task,
+        &ctx.pred_roots,
+        task.selection.clone(),
+        None,
+        ex,
+        io,
+        out,
+    )?;
+    let selected = rows(&pred_batches);
+    out.rows_decoded += selected;
+    let start = Instant::now();
+    let mut masks = Vec::with_capacity(pred_batches.len());
+    for b in &pred_batches {
+        let working = with_partitions(b, &ctx.partitions, &ctx.pred_partitions, &ctx.path)?;
+        let m = filter::evaluate(pred, &working, &ctx.path)?;
+        masks.push(if m.null_count() > 0 {
+            prep_null_mask_filter(&m)
+        } else {
+            m
+        });
+    }
+    let passed: usize = masks.iter().map(BooleanArray::true_count).sum();
+    let pred_kept = pred_batches
+        .iter()
+        .zip(&masks)
+        .map(|(b, m)| filter_batch(b, m, ctx))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.filter_us += micros(start);
+    if passed == 0 || ex.stopped() {
+        return Ok(());
+    }
+    if ctx.rest_roots.is_empty() {
+        let start = Instant::now();
+        for b in pred_kept.iter().filter(|b| b.num_rows() > 0) {
+            out.batches.push(assemble(ctx, b)?);
+        }
+        out.filter_us += micros(start);
+        return Ok(());
+    }
+
+    // Phase 2: the other output columns.
+    let start = Instant::now();
+    let mask = concat_masks(&masks, ctx)?;
+    let runs = mask.values().set_slices().count();
+    let late = match ex.late {
+        LateMaterialization::Always => true,
+        LateMaterialization::Never => false,
+        // Late decoding costs the passing rows plus a skip per run of them; eager
+        // decoding costs every selected row (and reads every selected page).
+        LateMaterialization::Auto => {
+            passed.saturating_add(runs.saturating_mul(RUN_COST)) < (selected as usize / 4) * 3
+        }
+    };
+    let pred_kept = concat(&pred_kept, ctx)?;
+    out.filter_us += micros(start);
+    out.late = late;
+    let rest = if late {
+        let by_mask = RowSelection::from_filters(std::slice::from_ref(&mask));
+        let selection = match &task.selection {
+            Some(pages) => pages.and_then(&by_mask),
+            None => by_mask,
+        };
+        read(
+            ctx,
+            task,
+            &ctx.rest_roots,
+            Some(selection),
+            None,
+            ex,
+            io,
+            out,
+        )?
+    } else {
+        let batches = read(
+            ctx,
+            task,
+            &ctx.rest_roots,
+            task.selection.clone(),
+            None,
+            ex,
+            io,
+            out,
+        )?;
+        let start = Instant::now();
+        let mut offset = 0;
+        let mut kept = Vec::with_capacity(batches.len());
+        for b in batches {
+            let n = b.num_rows();
+            if offset + n > mask.len() {
+                return Err(mismatch(ctx, task));
+            }
+            kept.push(filter_batch(&b, &mask.slice(offset, n), ctx)?);
+            offset += n;
+        }
+        out.filter_us += micros(start);
+        kept
+    };
+
+    let start = Instant::now();
+    let mut offset = 0;
+    for r in rest.into_iter().filter(|b| b.num_rows() > 0) {
+        let n = r.num_rows();
+        if offset + n > pred_kept.num_rows() {
+            return Err(mismatch(ctx, task));
+        }
+        let joined = zip(&pred_kept.slice(offset, n), &r, ctx)?;
+        offset += n;
+        out.batches.push(assemble(ctx, &joined)?);
+    }
+    if offset != pred_kept.num_rows() {
+        return Err(mismatch(ctx, task));
+    }
+    out.filter_us += micros(start);
+    Ok(())
+}
+
+/// Late materialization's cost of one skip, in rows decoded.
+const RUN_COST: usize = 8;
+
+fn mismatch(ctx: &FileCtx, task: &RgTask) -> ScanError {
+    ScanError::Invalid {
+        file: ctx.path.clone(),
+        reason: format!(
+            "row group {}: columns decoded to different row counts",
+            task.row_group
+        ),
+    }
+}
+
+fn rows(batches: &[RecordBatch]) -> u64 {
+    batches.iter().map(|b| b.num_rows() as u64).sum()
+}
+
+fn arrow_err(ctx: &FileCtx) -> impl Fn(arrow_schema::ArrowError) -> ScanError + '_ {
+    |source| ScanError::Arrow {
+        file: ctx.path.clone(),
+        source,
+    }
+}
+
+/// `batch` filtered by `mask` (no NULLs), zero-column batches included.
+fn filter_batch(
+    batch: &RecordBatch,
+    mask: &BooleanArray,
+    ctx: &FileCtx,
+) -> Result<RecordBatch, ScanError> {
+    if batch.num_columns() == 0 {
+        return row_count_batch(batch.schema(), mask.true_count(), ctx);
+    }
+    filter_record_batch(batch, mask).map_err(arrow_err(ctx))
+}
+
+fn row_count_batch(schema: SchemaRef, n: usize, ctx: &FileCtx) -> Result<RecordBatch, ScanError> {
+    RecordBatch::try_new_with_options(
+        schema,
+        Vec::new(),
+        &RecordBatchOptions::new().with_row_count(Some(n)),
+    )
+    .map_err(arrow_err(ctx))
+}
+
+fn concat_masks(masks: &[BooleanArray], ctx: &FileCtx) -> Result<BooleanArray, ScanError> {
+    if let [one] = masks {
+        return Ok(one.clone());
+    }
+    let refs: Vec<&dyn Array> = masks.iter().map(|m| m as &dyn Array).collect();
+    let joined = arrow_select::concat::concat(&refs).map_err(arrow_err(ctx))?;
+    Ok(arrow_array::cast::AsArray::as_boolean(&joined).clone())
+}
+
+fn concat(batches: &[RecordBatch], ctx: &FileCtx) -> Result<RecordBatch, ScanError> {
+    let schema = batches
+        .first()
+        .map(RecordBatch::schema)
+        .unwrap_or_else(|| Arc::new(Schema::empty()));
+    if schema.fields().is_empty() {
+        let n = batches.iter().map(RecordBatch::num_rows).sum();
+        return row_count_batch(schema, n, ctx);
+    }
+    concat_batches(&schema, batches).map_err(arrow_err(ctx))
+}
+
+/// The columns of `a` then those of `b` (same row count).
+fn zip(a: &RecordBatch, b: &RecordBatch, ctx: &FileCtx) -> Result<RecordBatch, ScanError> {
+    let fields: Vec<FieldRef> = a
+        .schema()
+        .fields()
+        .iter()
+        .chain(b.schema().fields().iter())
+        .cloned()
+        .collect();
+    let columns: Vec<ArrayRef> = a.columns().iter().chain(b.columns()).cloned().collect();
+    RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+    )
+    .map_err(arrow_err(ctx))
+}
+
+/// The output batch: partition columns added, projected in output order.
+fn assemble(ctx: &FileCtx, batch: &RecordBatch) -> Result<RecordBatch, ScanError> {
+    let working = with_partitions(batch, &ctx.partitions, &ctx.out_partitions, &ctx.path)?;
+    let schema = ctx
+        .output_schema
+        .get_or_init(|| project_schema(working.schema_ref(), &ctx.output))
+        .clone();
+    project(&working, schema, &ctx.output, &ctx.path)
+}
+
+/// Byte ranges of the column chunks of `roots` in the task's row group: with a
+/// selection and an offset index, only the dictionary page and the selected pages.
+fn ranges(
+    ctx: &FileCtx,
+    task: &RgTask,
+    roots: &[usize],
+    selection: Option<&RowSelection>,
+) -> Result<Vec<Range<u64>>, ScanError> {
+    let invalid = |reason: String| ScanError::Invalid {
+        file: ctx.path.clone(),
+        reason,
+    };
+    let g = task.row_group;
+    let schema = ctx.meta.file_metadata().schema_descr();
+    let rg = ctx.meta.row_group(g);
+    let page_index = ctx.meta.page_index_for_row_group(g);
+    let file_len = ctx.source.len();
+    let mut out = Vec::new();
+    for c in 0..rg.num_columns() {
+        if !roots.contains(&schema.get_column_root_idx(c)) {
+            continue;
+        }
+        let col = rg.column(c);
+        let start = col
+            .dictionary_page_offset()
+            .unwrap_or_else(|| col.data_page_offset());
+        let (Ok(start), Ok(len)) = (u64::try_from(start), u64::try_from(col.compressed_size()))
+        else {
+            return Err(invalid(format!(
+                "row group {g} column {c}: negative offset or size"
+            )));
+        };
+        let end = start
+            .checked_add(len)
+            .filter(|&e| e <= file_len)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "row group {g} column {c}: chunk {start}+{len} ends past the end of the \
+                     file ({file_len} bytes)"
+                ))
+            })?;
+        match (selection, page_index.page_locations(c)) {
+            (Some(sel), Some(locs)) if !locs.is_empty() => {
+                let first = u64::try_from(locs[0].offset).unwrap_or(start);
+                if first > start && first <= end {
+                    out.push(start..first);
+                }
+                out.extend(sel.scan_ranges(locs));
+            }
+            _ => out.push(start..end),
+        }
+    }
+    Ok(out)
+}
+
+/// Fetch and decode `roots` of the task's row group on `selection`; zero-column batches
+/// with row counts when `roots` is empty (no IO at all).
+#[allow(clippy::too_many_arguments)]
+fn read(
+    ctx: &FileCtx,
+    task: &RgTask,
+    roots: &[usize],
+    selection: Option<RowSelection>,
+    limit: Option<usize>,
+    ex: &Exec<'_>,
+    io: &Arc<IoStats>,
+    out: &mut TaskOutput,
+) -> Result<Vec<RecordBatch>, ScanError> {
+    let batch_size = ex.batch_size.max(1);
+    if roots.is_empty() {
+        let total = match &selection {
+            Some(s) => s.row_count(),
+            None => usize::try_from(ctx.meta.row_group(task.row_group).num_rows()).unwrap_or(0),
+        };
+        let total = limit.map_or(total, |l| total.min(l));
+        let schema = Arc::new(Schema::empty());
+        let mut batches = Vec::new();
+        let mut done = 0;
+        while done < total {
+            let n = batch_size.min(total - done);
+            batches.push(row_count_batch(Arc::clone(&schema), n, ctx)?);
+            done += n;
+        }
+        return Ok(batches);
+    }
+    let ranges = ranges(ctx, task, roots, selection.as_ref())?;
+    let data =
+        Prefetched::fetch(Arc::clone(&ctx.source), ranges, Arc::clone(io)).map_err(|source| {
+            match source.kind() {
+                std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
+                    file: ctx.path.clone(),
+                    reason: source.to_string(),
+                },
+                _ => ScanError::Io {
+                    file: ctx.path.clone(),
+                    source,
+                },
+            }
+        })?;
+    let start = Instant::now();
+    let mask = ProjectionMask::roots(
+        ctx.meta.file_metadata().schema_descr(),
+        roots.iter().copied(),
+    );
+    let mut builder =
+        ParquetRecordBatchReaderBuilder::new_with_metadata(data, ctx.arrow_meta.clone())
+            .with_batch_size(batch_size)
+            .with_row_groups(vec![task.row_group])
+            .with_projection(mask);
+    if let Some(s) = selection {
+        builder = builder.with_row_selection(s);
+    }
+    if let Some(l) = limit {
+        builder = builder.with_limit(l);
+    }
+    let reader = builder.build().map_err(|source| ScanError::Corrupt {
+        file: ctx.path.clone(),
+        source,
+    })?;
+    let mut batches = Vec::new();
+    for b in reader {
+        if ex.stopped() {
+            break;
+        }
+        batches.push(b.map_err(|source| ScanError::Decode {
+            file: ctx.path.clone(),
+            source,
+        })?);
+    }
+    out.decode_us += micros(start);
+    Ok(batches)
+}
