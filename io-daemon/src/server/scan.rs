@@ -16,14 +16,14 @@ use std::time::{Duration, Instant};
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use arrow_schema::{ArrowError, Schema, SchemaRef};
 use ringscan_ipc::msg::{
-    read_frame, write_frame, ClientMessage, DaemonMessage, MessageError, Predicate, ScanRequest,
-    ScanSource, ScanSummary,
+    read_frame, write_frame, ClientMessage, DaemonMessage, MessageError, ScanRequest, ScanSource,
+    ScanSummary,
 };
 use ringscan_ipc::{unique_name, Producer, RingError, RingOptions};
 
 use super::conn::{chain, reply_error};
 use super::Shared;
-use crate::scan::{scan_files, ScanError, ScanSpec};
+use crate::scan::{scan_files, DynamicFilter, ScanError, ScanSpec};
 use crate::table::{self, ResolvedTable};
 
 /// How long the producer waits for the client to attach to the ring.
@@ -42,9 +42,9 @@ struct ControlState {
     done: AtomicBool,
     /// A bad frame, reported instead of the summary.
     bad_frame: Mutex<Option<String>>,
-    /// The tightest filter the client sent so far.
-    // TODO(lead): hand to ScanSpec (a dynamic filter the scan re-reads between batches).
-    refine: Arc<Mutex<Option<Predicate>>>,
+    /// The tightest filter the client sent so far (top-k's bound): the scan skips row
+    /// groups whose statistics cannot beat it.
+    refine: DynamicFilter,
 }
 
 fn spawn_control(stream: UnixStream, state: Arc<ControlState>) -> io::Result<JoinHandle<()>> {
@@ -59,9 +59,7 @@ fn control_loop(mut stream: UnixStream, state: &ControlState) {
         match read_frame::<_, ClientMessage>(&mut stream) {
             Ok(Some(ClientMessage::Cancel)) => state.cancelled.store(true, Ordering::Release),
             Ok(Some(ClientMessage::Refine { predicate })) => match predicate.validate_tree() {
-                Ok(()) => {
-                    *state.refine.lock().unwrap_or_else(PoisonError::into_inner) = Some(predicate);
-                }
+                Ok(()) => state.refine.set(predicate),
                 Err(e) => return bad(state, format!("invalid refine predicate: {}", chain(&e))),
             },
             Ok(Some(other)) => {
@@ -71,6 +69,7 @@ fn control_loop(mut stream: UnixStream, state: &ControlState) {
             }
             Ok(None) => {
                 state.closed.store(true, Ordering::Release);
+                state.cancelled.store(true, Ordering::Release);
                 return;
             }
             Err(MessageError::Io(e))
@@ -80,6 +79,7 @@ fn control_loop(mut stream: UnixStream, state: &ControlState) {
                 ) => {}
             Err(MessageError::Io(_)) => {
                 state.closed.store(true, Ordering::Release);
+                state.cancelled.store(true, Ordering::Release);
                 return;
             }
             Err(e) => return bad(state, format!("bad frame during a scan: {}", chain(&e))),
@@ -302,14 +302,13 @@ fn run_scan(
     producer: &mut Producer,
     control: &ControlState,
 ) -> Result<ScanSummary, String> {
-    let spec = ScanSpec {
-        table_root: &prepared.table.listing.root,
-        files: &prepared.table.listing.files,
-        projection: Some(&prepared.projection),
-        predicate: request.predicate.as_ref(),
-        limit: request.limit,
-        batch_size: request.batch_size,
-    };
+    let spec = ScanSpec::new(&prepared.table.listing.root, &prepared.table.listing.files)
+        .with_projection(Some(&prepared.projection))
+        .with_predicate(request.predicate.as_ref())
+        .with_limit(request.limit)
+        .with_batch_size(request.batch_size)
+        .with_dynamic_filter(Some(&control.refine))
+        .with_cancel(Some(&control.cancelled));
     let mut ring_wait = Duration::ZERO;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut sink = |batch: RecordBatch| -> Result<bool, ScanError> {

@@ -145,14 +145,12 @@ pub(crate) fn reference(data: &Path, request: &ScanRequest) -> Vec<RecordBatch> 
             .map(|f| f.name().clone())
             .collect(),
     };
-    let spec = ScanSpec {
-        table_root: &resolved.listing.root,
-        files: &resolved.listing.files,
-        projection: Some(&projection),
-        predicate: request.predicate.as_ref(),
-        limit: request.limit,
-        batch_size: request.batch_size,
-    };
+    let spec = ScanSpec::new(&resolved.listing.root, &resolved.listing.files)
+        .with_projection(Some(&projection))
+        .with_predicate(request.predicate.as_ref())
+        .with_limit(request.limit)
+        .with_batch_size(request.batch_size)
+        .with_threads(1);
     let mut out = Vec::new();
     scan_files(&spec, &cache, &mut |b| {
         out.push(b);
