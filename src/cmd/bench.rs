@@ -184,6 +184,12 @@ fn query_suite(
         &mut spawn,
         &mut progress,
     );
+    // The ringscan side started the suite's daemon: a bench leaves nothing running.
+    if let Ok(client) =
+        ringscan_ipc::client::DaemonClient::connect(ringscan_ipc::client::socket_path(&data.dir))
+    {
+        let _ = client.stop();
+    }
     let targets = driver::check_targets(&results, &spec.targets);
     print!("{}", driver::render(&results, &targets));
     if results

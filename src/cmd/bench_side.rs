@@ -2,12 +2,8 @@
 //! `ringscan bench`, in its own process so that its peak RSS is its own. It serves the
 //! line protocol of `ringscan_benches::side` on stdin/stdout.
 //!
-//! The ringscan side is [`RingscanEngine`]: a placeholder until `ringscan query`'s
-//! library path lands. To wire it: implement `prepare` (plan the scenario's SQL against
-//! `data_dir`, start or connect to the daemon, honour `scenario.result_cache` by turning
-//! the result cache off unless it is set), `run` (execute, materialize every result
-//! batch, return the row count and the scan's bytes read) and `make_cold` (stop the
-//! daemon and drop the metadata and plan caches).
+//! The ringscan side is [`RingscanEngine`]: a [`Session`] on the suite's data
+//! directory, through the same daemon -> ring -> executor path as `ringscan query`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +11,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use ringscan_benches::suites::{self, Scenario, SuiteKind};
 use ringscan_benches::{side, Baseline, BenchError, Engine, RunOutcome};
+use ringscan_executor::session::Session;
+
+use super::query::open_session;
 
 /// The sides `ringscan bench` runs.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -39,14 +38,25 @@ pub(crate) struct BenchSideArgs {
     data: PathBuf,
 }
 
-/// The message every caller shows while the ringscan side is not wired.
-pub(crate) const NOT_AVAILABLE: &str = "ringscan query is not available in this build";
+/// The message shown when the ringscan side cannot run.
+pub(crate) const NOT_AVAILABLE: &str = "the ringscan side could not run";
 
-/// ringscan's side of the bench: the placeholder the lead replaces.
+/// ringscan's side of the bench: a session on the suite's data directory.
 #[derive(Debug)]
 pub(crate) struct RingscanEngine {
-    #[expect(dead_code, reason = "used once the executor is wired in")]
     data_dir: PathBuf,
+    session: Option<Session>,
+}
+
+impl RingscanEngine {
+    fn session(&mut self) -> Result<&mut Session, BenchError> {
+        if self.session.is_none() {
+            let session = open_session(&self.data_dir)
+                .map_err(|e| BenchError::NotAvailable(format!("{e:#}")))?;
+            self.session = Some(session);
+        }
+        Ok(self.session.as_mut().expect("just opened"))
+    }
 }
 
 impl Engine for RingscanEngine {
@@ -54,14 +64,55 @@ impl Engine for RingscanEngine {
         "ringscan"
     }
 
-    fn prepare(&mut self, _scenario: &Scenario) -> Result<(), BenchError> {
-        Err(BenchError::NotAvailable(format!(
-            "{NOT_AVAILABLE} (the bench's ringscan engine is not wired yet)"
-        )))
+    fn prepare(&mut self, scenario: &Scenario) -> Result<(), BenchError> {
+        // Plans now (plan cache), so that the timed runs measure what a warm host does.
+        self.session()?
+            .plan(&scenario.sql)
+            .map_err(|e| BenchError::NotAvailable(format!("planning {}: {e}", scenario.name)))?;
+        Ok(())
     }
 
     fn run(&mut self, scenario: &Scenario) -> Result<RunOutcome, BenchError> {
-        self.prepare(scenario).map(|()| RunOutcome::default())
+        let outcome = self
+            .session()?
+            .query(&scenario.sql, scenario.result_cache)
+            .map_err(|e| BenchError::NotAvailable(format!("{}: {e}", scenario.name)))?;
+        Ok(RunOutcome {
+            rows: outcome.result.rows as u64,
+            bytes_read: outcome.scan.as_ref().map(|s| s.bytes_read),
+        })
+    }
+
+    fn make_cold(&mut self) -> Result<(), BenchError> {
+        // A fresh daemon: its footer cache is empty. The session's caches go with it.
+        self.session = None;
+        let client = ringscan_ipc::client::DaemonClient::connect(
+            ringscan_ipc::client::socket_path(&self.data_dir),
+        );
+        if let Ok(client) = client {
+            let pid = client_pid(client);
+            if let Some(pid) = pid {
+                wait_gone(pid);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stops the daemon behind `client`, returning its pid.
+fn client_pid(mut client: ringscan_ipc::client::DaemonClient) -> Option<u32> {
+    let pid = client.status().ok().map(|s| s.pid);
+    client.stop().ok()?;
+    pid
+}
+
+/// Waits (bounded, 5 s) until process `pid` has exited.
+fn wait_gone(pid: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 
@@ -78,6 +129,7 @@ pub(crate) fn run(args: BenchSideArgs) -> anyhow::Result<ExitCode> {
         SideKind::Baseline => Box::new(Baseline::new(&args.data)),
         SideKind::Ringscan => Box::new(RingscanEngine {
             data_dir: args.data.clone(),
+            session: None,
         }),
     };
     let stdin = std::io::stdin().lock();
