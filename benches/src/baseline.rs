@@ -289,16 +289,6 @@ fn compare(lhs: &ArrayRef, op: CmpOp, rhs: &ArrayRef) -> Result<BooleanArray, Be
     out.map_err(|e| BenchError::arrow("comparing", e))
 }
 
-fn flip(op: CmpOp) -> CmpOp {
-    match op {
-        CmpOp::Lt => CmpOp::Gt,
-        CmpOp::LtEq => CmpOp::GtEq,
-        CmpOp::Gt => CmpOp::Lt,
-        CmpOp::GtEq => CmpOp::LtEq,
-        other => other,
-    }
-}
-
 fn operand_column<'a>(
     operand: &'a Operand,
     batch: &'a RecordBatch,
@@ -327,7 +317,7 @@ pub fn evaluate(
             }
             (Operand::Literal(l), Operand::Column(c)) => {
                 let col = column(batch, c, table)?;
-                compare(col, flip(*op), &literal_array(l, col.data_type())?)
+                compare(col, op.flipped(), &literal_array(l, col.data_type())?)
             }
             (Operand::Column(a), Operand::Column(b)) => {
                 let (a, b) = (column(batch, a, table)?, column(batch, b, table)?);
@@ -649,18 +639,6 @@ mod tests {
         })
     }
 
-    fn holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
-        use std::cmp::Ordering::*;
-        match op {
-            CmpOp::Eq => ord == Equal,
-            CmpOp::NotEq => ord != Equal,
-            CmpOp::Lt => ord == Less,
-            CmpOp::LtEq => ord != Greater,
-            CmpOp::Gt => ord == Greater,
-            CmpOp::GtEq => ord != Less,
-        }
-    }
-
     fn cmp_lit(row: &Row, column: &str, l: &Literal) -> std::cmp::Ordering {
         match (value(row, column), l) {
             (Err(s), Literal::Utf8(t)) => s.as_str().cmp(t.as_str()),
@@ -679,7 +657,7 @@ mod tests {
                 left,
                 op,
                 right: Operand::Literal(l),
-            } => holds(*op, cmp_lit(row, &col(left), l)),
+            } => CmpOp::holds(*op, cmp_lit(row, &col(left), l)),
             Predicate::And(v) => v.iter().all(|p| naive_eval(p, row)),
             Predicate::Or(v) => v.iter().any(|p| naive_eval(p, row)),
             Predicate::Not(p) => !naive_eval(p, row),

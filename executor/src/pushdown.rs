@@ -209,16 +209,6 @@ fn cmp_op(op: BinaryOp) -> Option<CmpOp> {
     })
 }
 
-fn flip(op: CmpOp) -> CmpOp {
-    match op {
-        CmpOp::Lt => CmpOp::Gt,
-        CmpOp::LtEq => CmpOp::GtEq,
-        CmpOp::Gt => CmpOp::Lt,
-        CmpOp::GtEq => CmpOp::LtEq,
-        other => other,
-    }
-}
-
 /// The literal as the daemon will see it, when `column_type` holds it exactly.
 pub(crate) fn exact_literal(column_type: &DataType, v: &ScalarValue) -> Option<Literal> {
     use DataType as D;
@@ -313,7 +303,7 @@ pub(crate) fn to_predicate(e: &Expr, plan: &LogicalPlan) -> Option<Predicate> {
                 }
                 (None, Some((r, _))) => Some(Predicate::compare(
                     r,
-                    flip(op),
+                    op.flipped(),
                     literal_for(plan, right, left)?,
                 )),
                 _ => None,

@@ -11,7 +11,6 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
@@ -56,66 +55,13 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The Python of a virtual environment with `tests/interop/requirements.txt` installed
-/// (DuckDB, pyarrow), created on first use under cargo's target directory (shared with
-/// the root interop tests); or why there is none.
-fn python() -> Result<&'static Path, &'static str> {
-    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match PYTHON.get_or_init(make_venv) {
-        Ok(p) => Ok(p.as_path()),
-        Err(why) => Err(why.as_str()),
-    }
-}
+// The DuckDB/pyarrow virtual environment of the root integration tests, shared (same
+// venv under cargo's target directory, same pinned requirements).
+#[path = "../../tests/common/python.rs"]
+#[allow(dead_code, reason = "the shared helper also offers python_or_skip")]
+mod python;
 
-fn make_venv() -> Result<PathBuf, String> {
-    let requirements =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/requirements.txt");
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-venv");
-    let python = venv.join("bin/python");
-    let ready = |py: &Path| {
-        Command::new(py)
-            .args(["-c", "import duckdb, pyarrow"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if python.exists() && ready(&python) {
-        return Ok(python);
-    }
-    let host = std::env::var("RINGSCAN_PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = Command::new(&host)
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("no Python interpreter ({host}: {e})"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{host} -m venv` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let out = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(&requirements)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run pip: {e}"))?;
-    if !out.status.success() || !ready(&python) {
-        return Err(format!(
-            "cannot install duckdb and pyarrow: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(python)
-}
+use python::python;
 
 /// Files read, but not row for row as DuckDB does, and why: (file name, why). Each is a
 /// bug or a limit of the comparison, listed so that the test guards every other file.

@@ -116,6 +116,31 @@ pub enum CmpOp {
     GtEq,
 }
 
+impl CmpOp {
+    /// The operator with its operands swapped: `a < b` is `b > a`.
+    pub fn flipped(self) -> Self {
+        match self {
+            Self::Lt => Self::Gt,
+            Self::LtEq => Self::GtEq,
+            Self::Gt => Self::Lt,
+            Self::GtEq => Self::LtEq,
+            Self::Eq | Self::NotEq => self,
+        }
+    }
+
+    /// Whether `a op b` holds when `a.cmp(b)` is `ordering`.
+    pub fn holds(self, ordering: std::cmp::Ordering) -> bool {
+        match self {
+            Self::Eq => ordering.is_eq(),
+            Self::NotEq => ordering.is_ne(),
+            Self::Lt => ordering.is_lt(),
+            Self::LtEq => ordering.is_le(),
+            Self::Gt => ordering.is_gt(),
+            Self::GtEq => ordering.is_ge(),
+        }
+    }
+}
+
 /// A leaf operand: a column or a literal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -17,7 +17,11 @@ pub(crate) fn python() -> Result<&'static Path, &'static str> {
 }
 
 fn make_venv() -> Result<PathBuf, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The workspace root: this file is shared by crates at different depths.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("tests/interop/requirements.txt").is_file())
+        .ok_or("tests/interop/requirements.txt not found above the crate")?;
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-venv");
     let python = venv.join("bin/python");
     let ready = |py: &Path| {

@@ -330,19 +330,42 @@ fn sql_cast(e: &Expr, a: &ArrayRef, to: &DataType) -> Result<ArrayRef, ExecError
     cast(e, a, to)
 }
 
-/// Replaces `-0.0` by `0.0` so that equality and grouping treat them as one value.
+/// Replaces `-0.0` by `0.0` and every NaN by the positive quiet NaN, so that equality,
+/// grouping and ordering treat them as one value each (DuckDB: NaN is the greatest
+/// float whatever its sign bit; a NaN with the sign bit set would otherwise sort first
+/// in the row encoding's total order).
 pub(crate) fn normalize_float(a: ArrayRef) -> ArrayRef {
     match a.data_type() {
         DataType::Float64 => {
             let p = a.as_primitive::<Float64Type>();
-            if !p.values().iter().any(|v| *v == 0.0 && v.is_sign_negative()) {
+            if !p
+                .values()
+                .iter()
+                .any(|v| v.is_sign_negative() && (*v == 0.0 || v.is_nan()))
+            {
                 return a;
             }
-            Arc::new(p.unary::<_, Float64Type>(|v| if v == 0.0 { 0.0 } else { v }))
+            Arc::new(p.unary::<_, Float64Type>(|v| {
+                if v == 0.0 {
+                    0.0
+                } else if v.is_nan() {
+                    f64::NAN
+                } else {
+                    v
+                }
+            }))
         }
         DataType::Float32 => {
             let p = a.as_primitive::<Float32Type>();
-            Arc::new(p.unary::<_, Float32Type>(|v| if v == 0.0 { 0.0 } else { v }))
+            Arc::new(p.unary::<_, Float32Type>(|v| {
+                if v == 0.0 {
+                    0.0
+                } else if v.is_nan() {
+                    f32::NAN
+                } else {
+                    v
+                }
+            }))
         }
         _ => a,
     }

@@ -38,6 +38,8 @@ type R<T> = Result<T, RefError>;
 fn norm(f: f64) -> f64 {
     if f == 0.0 {
         0.0
+    } else if f.is_nan() {
+        f64::NAN
     } else {
         f
     }

@@ -77,20 +77,10 @@ pub(crate) trait Stats {
     fn is_null(&self, column: &str) -> Outcomes;
 }
 
-fn flip(op: CmpOp) -> CmpOp {
-    match op {
-        CmpOp::Lt => CmpOp::Gt,
-        CmpOp::LtEq => CmpOp::GtEq,
-        CmpOp::Gt => CmpOp::Lt,
-        CmpOp::GtEq => CmpOp::LtEq,
-        other => other,
-    }
-}
-
 fn compare_operands(stats: &impl Stats, left: &Operand, op: CmpOp, right: &Operand) -> Outcomes {
     match (left, right) {
         (Operand::Column(c), Operand::Literal(l)) => stats.compare(c, op, l),
-        (Operand::Literal(l), Operand::Column(c)) => stats.compare(c, flip(op), l),
+        (Operand::Literal(l), Operand::Column(c)) => stats.compare(c, op.flipped(), l),
         (Operand::Literal(Literal::Null), _) | (_, Operand::Literal(Literal::Null)) => {
             Outcomes::NULL
         }

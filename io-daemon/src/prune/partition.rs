@@ -330,17 +330,6 @@ mod proptests {
         ])
     }
 
-    fn holds(op: CmpOp, o: std::cmp::Ordering) -> bool {
-        match op {
-            CmpOp::Eq => o.is_eq(),
-            CmpOp::NotEq => o.is_ne(),
-            CmpOp::Lt => o.is_lt(),
-            CmpOp::LtEq => o.is_le(),
-            CmpOp::Gt => o.is_gt(),
-            CmpOp::GtEq => o.is_ge(),
-        }
-    }
-
     proptest! {
         /// A file whose partition value satisfies the comparison (as a string, or as an
         /// integer when both sides are integers) is never pruned, plain or negated.
@@ -357,10 +346,10 @@ mod proptests {
             prop_assert_eq!(parts.get("p"), Some(value.as_str()));
             let (lit, matches) = if as_int {
                 let Ok(lit) = other.parse::<i64>() else { return Ok(()) };
-                let matches = value.parse::<i128>().ok().map(|v| holds(op, v.cmp(&lit.into())));
+                let matches = value.parse::<i128>().ok().map(|v| CmpOp::holds(op, v.cmp(&lit.into())));
                 (Literal::Int(lit), matches)
             } else {
-                (Literal::Utf8(other.clone()), Some(holds(op, value.as_bytes().cmp(other.as_bytes()))))
+                (Literal::Utf8(other.clone()), Some(CmpOp::holds(op, value.as_bytes().cmp(other.as_bytes()))))
             };
             let mut pred = Predicate::Compare { left: Operand::Column("p".into()), op, right: Operand::Literal(lit) };
             let mut matches = matches;

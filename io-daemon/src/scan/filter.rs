@@ -58,16 +58,6 @@ enum IntCmp {
     Cmp(CmpOp, i128),
 }
 
-fn flip(op: CmpOp) -> CmpOp {
-    match op {
-        CmpOp::Lt => CmpOp::Gt,
-        CmpOp::LtEq => CmpOp::GtEq,
-        CmpOp::Gt => CmpOp::Lt,
-        CmpOp::GtEq => CmpOp::LtEq,
-        o => o,
-    }
-}
-
 fn kernel(op: CmpOp) -> Kernel {
     match op {
         CmpOp::Eq => arrow_ord::cmp::eq,
@@ -213,7 +203,7 @@ impl Eval<'_> {
     ) -> Result<BooleanArray, ScanError> {
         match (left, right) {
             (Operand::Column(c), Operand::Literal(l)) => self.compare(c, op, l),
-            (Operand::Literal(l), Operand::Column(c)) => self.compare(c, flip(op), l),
+            (Operand::Literal(l), Operand::Column(c)) => self.compare(c, op.flipped(), l),
             (Operand::Column(a), Operand::Column(b)) => {
                 let (x, y) = (self.column(a)?, self.column(b)?);
                 if x.data_type() != y.data_type() {
