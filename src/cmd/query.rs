@@ -139,7 +139,13 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
         let stats = json!({
             "sql": args.sql,
             "repeat": args.repeat,
-            "latency_us": {"p50": latency.p50, "p95": latency.p95, "p99": latency.p99, "mean": latency.mean},
+            "latency_us": {
+                "p50": latency.p50,
+                "p95": latency.p95,
+                "p99": latency.p99,
+                "mean": latency.mean,
+                "samples": latencies_us,
+            },
             "rows_returned": first.result.rows,
             "scan": scan_json(&scan),
             "cache": {
