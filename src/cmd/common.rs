@@ -17,15 +17,15 @@ pub(crate) fn start_recording(command: &str, args: Vec<String>) -> RunRecorder {
     recorder
 }
 
-/// Finishes the run record, appends it to `runs_file`, and prints its one-line counter
-/// summary unless `quiet`. A record that cannot be written costs a warning, never the
-/// command's own result.
+/// Finishes the run record, appends it to `runs_file`, prints its one-line counter
+/// summary unless `quiet`, and returns it. A record that cannot be written costs a
+/// warning, never the command's own result.
 pub(crate) fn finish_recording(
     recorder: RunRecorder,
     figures: Map<String, Value>,
     runs_file: &Path,
     quiet: bool,
-) {
+) -> ringscan_profiling::RunRecord {
     let record = recorder.finish(figures);
     if let Err(e) = append_record(runs_file, &record) {
         eprintln!("ringscan: warning: run record not saved: {e}");
@@ -33,6 +33,7 @@ pub(crate) fn finish_recording(
     if !quiet {
         eprintln!("{}", record.summary_line());
     }
+    record
 }
 
 /// The data directory: `--data`, else `$RINGSCAN_DATA`, else `./ringscan-data`.

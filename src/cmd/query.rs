@@ -135,6 +135,7 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     if args.stats {
         print_stats(&first, last.as_ref(), &scan, latency, args.repeat);
     }
+    let record = finish_recording(recorder, figures, &runs_file, record_quiet);
     if let Some(path) = &args.stats_json {
         let stats = json!({
             "sql": args.sql,
@@ -154,11 +155,15 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
                 "first_plan_hit": first.plan_hit,
                 "first_result_hit": first.result_hit,
             },
-            "counters": {"daemon": scan.counters, "executor": Value::Null},
+            "counters": {
+                "daemon": scan.counters,
+                "executor": record.counters,
+                "executor_peak_rss_bytes": record.peak_rss_bytes,
+                "executor_cpu_ns": record.cpu_user_ns + record.cpu_system_ns,
+            },
         });
         write_stats_json(path, stats)?;
     }
-    finish_recording(recorder, figures, &runs_file, record_quiet);
     Ok(std::process::ExitCode::SUCCESS)
 }
 
@@ -242,8 +247,20 @@ fn print_stats(
             if later.result_hit { "hit" } else { "miss" },
         );
     }
-    if !s.counters.is_null() {
-        eprintln!("daemon counters: {}", s.counters);
+    let daemon_scan = s
+        .counters
+        .get("scan")
+        .and_then(|v| serde_json::from_value::<ringscan_profiling::CounterSample>(v.clone()).ok());
+    match daemon_scan {
+        Some(sample) => eprintln!(
+            "daemon scan {}; footer cache {}",
+            ringscan_profiling::summary_of(&sample),
+            s.counters
+                .get("metadata_cache")
+                .map_or(Value::Null, Clone::clone)
+        ),
+        None if !s.counters.is_null() => eprintln!("daemon counters: {}", s.counters),
+        None => {}
     }
 }
 

@@ -20,6 +20,7 @@ use ringscan_ipc::msg::{
     ScanSummary,
 };
 use ringscan_ipc::{unique_name, Producer, RingError, RingOptions};
+use ringscan_profiling::{CounterScope, Counters};
 
 use super::conn::{chain, reply_error};
 use super::Shared;
@@ -309,6 +310,10 @@ fn run_scan(
         .with_batch_size(request.batch_size)
         .with_dynamic_filter(Some(&control.refine))
         .with_cancel(Some(&control.cancelled));
+    // Counters of this thread and the scan's worker threads (spawned after the open, so
+    // they inherit them; they exit before the scan returns, which folds their counts in).
+    let mut counters = Counters::open(CounterScope::Process);
+    let span = counters.start();
     let mut ring_wait = Duration::ZERO;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut sink = |batch: RecordBatch| -> Result<bool, ScanError> {
@@ -359,9 +364,12 @@ fn run_scan(
             return Err(format!("internal error: the scan panicked: {text}"));
         }
     };
+    let sample = span.stop();
     summary.timings.ring_wait_us = micros(ring_wait);
     let stats = shared.cache.stats();
     summary.counters = serde_json::json!({
+        "scan": sample,
+        "hardware_unavailable": counters.hardware_unavailable(),
         "ring_blocked_waits": producer.blocked_waits(),
         "metadata_cache": {
             "hits": stats.hits,
