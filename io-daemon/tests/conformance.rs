@@ -75,10 +75,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "nested timestamps beyond Python's datetime range: compare.py cannot render them",
     ),
     (
-        "repeated_no_annotation.parquet",
-        "BUG: ringscan returns no row for this legacy repeated group without LIST annotation",
-    ),
-    (
         "dict-page-offset-zero.parquet",
         "the parquet crate's footer parser rejects its statistics list (I16 for I64)",
     ),

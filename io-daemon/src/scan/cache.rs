@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{
+    FileMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataBuilder, ParquetMetaDataReader,
+};
 
 use super::{guard_panic, ScanError};
 
@@ -125,7 +127,7 @@ impl MetadataCache {
                     source,
                 })
         })?;
-        let meta = Arc::new(meta);
+        let meta = Arc::new(with_true_row_count(meta));
         self.insert(path, len, mtime, page_index, &meta);
         Ok(meta)
     }
@@ -175,4 +177,39 @@ impl MetadataCache {
         inner.stats.entries = inner.entries.len();
         inner.stats.bytes = inner.used;
     }
+}
+
+/// `meta` with the file's row count equal to the sum of its row groups'.
+///
+/// Some writers (parquet-rs 0.3, for one: parquet-testing's
+/// `repeated_no_annotation.parquet`) leave the footer's `num_rows` at 0 while the row
+/// groups hold rows; parquet's reader caps its batch size at the footer's count, so it
+/// would return no row at all. DuckDB and pyarrow trust the row groups, and so do we.
+fn with_true_row_count(meta: ParquetMetaData) -> ParquetMetaData {
+    let groups: Option<i64> = meta
+        .row_groups()
+        .iter()
+        .try_fold(0i64, |sum, rg| sum.checked_add(rg.num_rows().max(0)));
+    let Some(rows) = groups else {
+        return meta;
+    };
+    let file = meta.file_metadata();
+    if file.num_rows() == rows {
+        return meta;
+    }
+    let fixed = FileMetaData::new(
+        file.version(),
+        rows,
+        file.created_by().map(str::to_owned),
+        file.key_value_metadata().cloned(),
+        file.schema_descr_ptr(),
+        file.column_orders().cloned(),
+    );
+    let mut builder = ParquetMetaDataBuilder::new_from_metadata(meta);
+    let row_groups = builder.take_row_groups();
+    let page_index = builder.take_page_index();
+    ParquetMetaDataBuilder::new(fixed)
+        .set_row_groups(row_groups)
+        .set_page_index(page_index)
+        .build()
 }
