@@ -628,6 +628,10 @@ def main():
         started = time.time()
         if suite in QUERY_SUITES:
             report = run_query_suite(args, suite)
+            # The ringscan engine started the suite's daemon: leave nothing running.
+            if args.ringscan_ok and report.get("data_dir"):
+                subprocess.run([args.ringscan, "daemon", "stop", "--data", report["data_dir"]],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             md = markdown_query(report)
             chart(report, os.path.join(args.out, f"{suite}.png"))
         elif suite == "generate":
