@@ -145,9 +145,9 @@ class RingscanEngine:
 
     def cold(self, scenario):
         cmd = self.cold_cmd.format(ringscan=shlex.quote(self.exe), data=shlex.quote(self.data_dir))
-        r = subprocess.run(cmd, shell=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        r = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # No daemon running is already cold (the first cold run of a fresh data dir).
-        if r.returncode != 0 and "no daemon running" not in r.stderr:
+        if r.returncode != 0 and "no daemon running" not in r.stdout + r.stderr:
             raise RuntimeError(f"cannot make ringscan cold with `{cmd}`: {r.stderr.strip()[:200]}")
 
     def run(self, scenario, n):
