@@ -267,18 +267,7 @@ fn check_grouped(e: &Expr, group_by: &[Expr], clause: &str) -> Result<(), PlanEr
 
 /// Levenshtein distance, case-insensitive.
 fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.to_lowercase().chars().collect();
-    let b: Vec<char> = b.to_lowercase().chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+    ringscan_ipc::names::edit_distance(&a.to_lowercase(), &b.to_lowercase())
 }
 
 /// The nearest name within a third of the name's length (at least 2 edits).

@@ -468,21 +468,7 @@ fn nearest_table(data_dir: &Path, name: &str) -> Option<String> {
         .map(|(_, n)| n)
 }
 
-/// Levenshtein distance over characters.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
+pub use ringscan_ipc::names::edit_distance;
 
 /// The file a scan error is about, when the error could be an encrypted file's.
 fn failed_file(error: &ScanError) -> Option<&Path> {

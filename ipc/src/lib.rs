@@ -53,6 +53,7 @@ mod error;
 mod info;
 mod layout;
 pub mod msg;
+pub mod names;
 mod producer;
 mod release;
 mod ring;
