@@ -1,7 +1,6 @@
 //! `ringscan bench <suite>` end to end on small tables: data generated on first use,
-//! the baseline side measured in its own process, the ringscan side reported as not
-//! available (until the executor is wired), the scenario list exported for the compare
-//! script.
+//! the baseline and ringscan sides measured in their own processes with equal answers,
+//! the scenario list exported for the compare script.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -16,6 +15,16 @@ fn ringscan(args: &[&str]) -> Output {
         .expect("run ringscan")
 }
 
+/// Stops the suite's daemon whatever the test did (`ringscan bench` stops it too; this
+/// makes sure no test leaves one behind).
+struct DaemonGuard(std::path::PathBuf);
+
+impl Drop for DaemonGuard {
+    fn drop(&mut self) {
+        let _ = ringscan(&["daemon", "stop", "--data", self.0.to_str().unwrap_or("")]);
+    }
+}
+
 fn json_of(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("read json")).expect("parse json")
 }
@@ -24,6 +33,7 @@ fn json_of(path: &Path) -> Value {
 fn pushdown_runs_both_sides_with_equal_answers() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("bench");
+    let _daemon = DaemonGuard(data.join("pushdown"));
     let report = dir.path().join("pushdown.json");
     let data_s = data.to_str().expect("utf8");
     let out = ringscan(&[
