@@ -11,6 +11,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc malloc: the daemon and the executor allocate and free
+/// decode buffers and zstd contexts per column chunk on several threads, and glibc's
+/// per-allocation mmap/munmap and arena trimming turned that into page faults and TLB
+/// shootdowns (measured: see benches/RESULTS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// ringscan: fast, trustworthy Parquet queries on one machine.
 #[derive(Debug, Parser)]
 #[command(name = "ringscan", version, about, long_about = None)]

@@ -18,7 +18,6 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use ringscan_ipc::msg::{FileVersion, ScanSource};
 
 use crate::prune::PartitionValues;
@@ -509,22 +508,8 @@ fn file_schema(path: &Path, cache: &MetadataCache) -> Result<SchemaRef, TableErr
     let meta = cache
         .get_or_load(path, &file, false)
         .map_err(with_encryption_check)?;
-    let arrow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        ArrowReaderMetadata::try_new(meta, ArrowReaderOptions::new())
-    }))
-    .map_err(|_| {
-        TableError::Scan(ScanError::DecoderPanic {
-            file: path.to_path_buf(),
-            message: "while mapping the schema".into(),
-        })
-    })?
-    .map_err(|source| {
-        TableError::Scan(ScanError::Corrupt {
-            file: path.to_path_buf(),
-            source,
-        })
-    })?;
-    Ok(Arc::clone(arrow.schema()))
+    let derived = cache.derived(&meta, path).map_err(with_encryption_check)?;
+    Ok(Arc::clone(derived.arrow.schema()))
 }
 
 /// Hive partition keys of `rel` (relative to the table root), in path order.

@@ -23,6 +23,7 @@ mod row_group;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
 use ringscan_ipc::msg::Predicate;
+use std::sync::Arc;
 
 pub use bloom::MAX_BLOOM_FILTER_BYTES;
 pub use page::PagePruning;
@@ -30,7 +31,7 @@ pub use partition::{PartitionValues, HIVE_DEFAULT_PARTITION};
 pub use row_group::RowGroupPruning;
 
 use crate::error::PruneError;
-use column::ColumnMap;
+pub(crate) use column::ColumnMap;
 
 /// The answer for one unit (file, row group): may any row match?
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +57,7 @@ impl Verdict {
 #[derive(Debug)]
 pub struct FilePruner<'a> {
     meta: &'a ParquetMetaData,
-    columns: ColumnMap,
+    columns: Arc<ColumnMap>,
     file: String,
 }
 
@@ -64,12 +65,21 @@ impl<'a> FilePruner<'a> {
     /// Map the file's top-level columns; `file` names the file in errors.
     pub fn try_new(meta: &'a ParquetMetaData, file: impl Into<String>) -> Result<Self, PruneError> {
         let file = file.into();
-        let columns = ColumnMap::try_new(meta, &file)?;
-        Ok(Self {
+        let columns = Arc::new(ColumnMap::try_new(meta, &file)?);
+        Ok(Self::with_columns(meta, columns, file))
+    }
+
+    /// A pruner over a column map computed before (see `scan::derived`).
+    pub(crate) fn with_columns(
+        meta: &'a ParquetMetaData,
+        columns: Arc<ColumnMap>,
+        file: impl Into<String>,
+    ) -> Self {
+        Self {
             meta,
             columns,
-            file,
-        })
+            file: file.into(),
+        }
     }
 
     /// Whether row group `row_group` may hold a matching row.

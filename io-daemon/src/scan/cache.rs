@@ -10,6 +10,7 @@ use parquet::file::metadata::{
     FileMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataBuilder, ParquetMetaDataReader,
 };
 
+use super::derived::{Derived, DerivedCache};
 use super::{guard_panic, ScanError};
 
 /// Counters and occupancy of a [`MetadataCache`].
@@ -57,6 +58,7 @@ struct Inner {
 pub struct MetadataCache {
     capacity_bytes: usize,
     inner: Mutex<Inner>,
+    derived: DerivedCache,
 }
 
 impl MetadataCache {
@@ -66,6 +68,7 @@ impl MetadataCache {
         Self {
             capacity_bytes,
             inner: Mutex::new(Inner::default()),
+            derived: DerivedCache::default(),
         }
     }
 
@@ -77,6 +80,16 @@ impl MetadataCache {
     /// Counters so far.
     pub fn stats(&self) -> CacheStats {
         self.lock().stats
+    }
+
+    /// The Arrow schema mapping and pruning column map of `meta` (a footer this cache
+    /// returned for `path`), computed once per parsed footer.
+    pub(crate) fn derived(
+        &self,
+        meta: &Arc<ParquetMetaData>,
+        path: &Path,
+    ) -> Result<Derived, ScanError> {
+        self.derived.get(meta, path)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

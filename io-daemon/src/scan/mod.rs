@@ -19,6 +19,7 @@
 //! what was pruned (by which mechanism) and read.
 
 mod cache;
+mod derived;
 mod dynamic;
 mod error;
 mod file;
@@ -203,7 +204,11 @@ pub fn scan_files(
     let (job_tx, job_rx) = crossbeam_channel::bounded::<Job>(threads + spec.prefetch_row_groups);
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
     let result = std::thread::scope(|scope| {
-        for _ in 0..threads {
+        // Workers start on demand, one per queued row group up to `threads`: a scan that
+        // pruned everything starts none, a one-row-group scan starts one. Starting a thread
+        // costs tens of microseconds (more with the scan's inherited counters), which was
+        // a visible share of a small query's time.
+        let mut spawn_worker = || {
             let (job_rx, done_tx, exec) = (job_rx.clone(), done_tx.clone(), &exec);
             scope.spawn(move || {
                 for (seq, task) in job_rx {
@@ -217,8 +222,7 @@ pub fn scan_files(
                     }
                 }
             });
-        }
-        drop(done_tx);
+        };
         let mut coordinator = Coordinator {
             spec,
             cache,
@@ -235,7 +239,7 @@ pub fn scan_files(
             scheduled_rows: 0,
             remaining: spec.limit,
         };
-        let result = coordinator.run(&job_tx, &done_rx, sink, threads);
+        let result = coordinator.run(&job_tx, &done_rx, sink, threads, &mut spawn_worker);
         stop.store(true, Ordering::Relaxed);
         drop(job_tx);
         result
@@ -271,8 +275,10 @@ impl Coordinator<'_, '_> {
         done: &crossbeam_channel::Receiver<Done>,
         sink: &mut Sink<'_>,
         threads: usize,
+        spawn_worker: &mut dyn FnMut(),
     ) -> Result<(), ScanError> {
         let max_in_flight = threads + self.spec.prefetch_row_groups;
+        let mut workers = 0;
         loop {
             self.check_cancel()?;
             if self.remaining == Some(0) {
@@ -295,6 +301,10 @@ impl Coordinator<'_, '_> {
                 self.in_flight += 1;
                 self.in_flight_bytes += task.estimated_bytes;
                 self.estimates.insert(seq, task.estimated_bytes);
+                if workers < threads && workers < self.in_flight {
+                    spawn_worker();
+                    workers += 1;
+                }
                 if jobs.send((seq, task)).is_err() {
                     return Err(ScanError::Sink("scan worker pool stopped".into()));
                 }
@@ -400,9 +410,13 @@ impl Coordinator<'_, '_> {
             return false;
         };
         // Pruning only, so any doubt (a column the file lacks) means "read".
-        FilePruner::try_new(&task.file.meta, task.file.path.display().to_string())
-            .and_then(|p| p.row_group(&pred, task.row_group))
-            .is_ok_and(|v| v == Verdict::Never)
+        FilePruner::with_columns(
+            &task.file.meta,
+            std::sync::Arc::clone(&task.file.columns),
+            task.file.path.display().to_string(),
+        )
+        .row_group(&pred, task.row_group)
+        .is_ok_and(|v| v == Verdict::Never)
     }
 }
 

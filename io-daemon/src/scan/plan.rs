@@ -8,9 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use arrow_schema::SchemaRef;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
-};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection, RowSelector};
 use parquet::file::metadata::ParquetMetaData;
 use ringscan_ipc::msg::{Predicate, ScanSummary};
 
@@ -25,6 +23,8 @@ pub(crate) struct FileCtx {
     pub(crate) source: Arc<dyn ByteRangeSource>,
     pub(crate) meta: Arc<ParquetMetaData>,
     pub(crate) arrow_meta: ArrowReaderMetadata,
+    /// The file's column map for pruning (top-k's dynamic filter re-prunes per task).
+    pub(crate) columns: Arc<crate::prune::ColumnMap>,
     pub(crate) partitions: PartitionValues,
     /// Partition columns (not in the file) the predicate references.
     pub(crate) pred_partitions: Vec<String>,
@@ -100,13 +100,8 @@ fn plan_inner(
     check_not_encrypted(path, &local)?;
     let meta = cache.get_or_load(path, local.file(), spec.predicate.is_some())?;
     let source: Arc<dyn ByteRangeSource> = Arc::new(local);
-    let corrupt = |source| ScanError::Corrupt {
-        file: path.to_path_buf(),
-        source,
-    };
-    let arrow_meta = guard_panic(path, || {
-        ArrowReaderMetadata::try_new(Arc::clone(&meta), ArrowReaderOptions::new()).map_err(corrupt)
-    })?;
+    let derived = cache.derived(&meta, path)?;
+    let arrow_meta = derived.arrow;
     let file_schema = Arc::clone(arrow_meta.schema());
 
     // Columns: the output ones, and the file roots to decode.
@@ -167,7 +162,11 @@ fn plan_inner(
             }
         }
         Some(pred) => {
-            let pruner = FilePruner::try_new(&meta, path.display().to_string())?;
+            let pruner = FilePruner::with_columns(
+                &meta,
+                Arc::clone(&derived.columns),
+                path.display().to_string(),
+            );
             let by_stats = pruner.row_groups(pred);
             summary.row_groups_pruned_by_stats += (num_row_groups - by_stats.kept.len()) as u64;
             let stats = Arc::new(IoStats::default());
@@ -212,6 +211,7 @@ fn plan_inner(
         source,
         meta: Arc::clone(&meta),
         arrow_meta,
+        columns: Arc::clone(&derived.columns),
         partitions,
         pred_partitions,
         out_partitions,
