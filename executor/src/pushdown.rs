@@ -11,8 +11,11 @@
 //! - Projection: the table columns the executor needs after the scan (select list,
 //!   residual, GROUP BY, aggregates, HAVING, ORDER BY), in schema order; columns used
 //!   only by pushed conjuncts are not returned (the daemon reads them to filter).
-//! - Limit: pushed as `limit + offset` only with no ORDER BY, no aggregation, no
-//!   DISTINCT and no residual filter.
+//! - Limit and offset: pushed as they are only with no ORDER BY, no aggregation, no
+//!   DISTINCT and no residual filter (the daemon's scan order is the query's order
+//!   then). The daemon skips the offset's rows without sending them, and skips whole
+//!   row groups of an unfiltered scan by their row counts without reading them (deep
+//!   pagination); the executor's Limit keeps only the limit.
 
 use std::fmt::Write as _;
 
@@ -91,14 +94,23 @@ pub fn physical_plan(plan: LogicalPlan) -> PhysicalPlan {
             }
         }
     }
-    let limit_kept_because = match plan.limit {
-        None => None,
-        Some(_) if !plan.order_by.is_empty() => Some("ORDER BY"),
-        Some(_) if plan.is_aggregate() => Some("aggregation"),
-        Some(_) if plan.distinct => Some("DISTINCT"),
-        Some(_) if !residual.is_empty() => Some("residual filter"),
-        Some(_) => None,
+    let page_kept_because = if !plan.order_by.is_empty() {
+        Some("ORDER BY")
+    } else if plan.is_aggregate() {
+        Some("aggregation")
+    } else if plan.distinct {
+        Some("DISTINCT")
+    } else if !residual.is_empty() {
+        Some("residual filter")
+    } else {
+        None
     };
+    let limit_kept_because = if plan.limit.is_some() || plan.offset > 0 {
+        page_kept_because
+    } else {
+        None
+    };
+    let page_pushed = page_kept_because.is_none();
     let mut scan = ScanRequest::new(plan.source.clone());
     scan.projection = Some(needed_columns(&plan, &residual));
     scan.predicate = match predicates.len() {
@@ -106,10 +118,11 @@ pub fn physical_plan(plan: LogicalPlan) -> PhysicalPlan {
         1 => predicates.pop(),
         _ => Some(Predicate::And(predicates)),
     };
-    if limit_kept_because.is_none() {
-        scan.limit = plan.limit.map(|l| l.saturating_add(plan.offset));
+    if page_pushed {
+        scan.limit = plan.limit;
+        scan.offset = plan.offset;
     }
-    let operators = operators(&plan, &residual);
+    let operators = operators(&plan, &residual, page_pushed);
     PhysicalPlan {
         logical: plan,
         scan,
@@ -120,7 +133,8 @@ pub fn physical_plan(plan: LogicalPlan) -> PhysicalPlan {
     }
 }
 
-fn operators(plan: &LogicalPlan, residual: &[Expr]) -> Vec<Operator> {
+/// The executor's operators; `page_pushed`: the daemon applies the offset (and limit).
+fn operators(plan: &LogicalPlan, residual: &[Expr], page_pushed: bool) -> Vec<Operator> {
     let mut ops = Vec::new();
     if let Some(f) = Expr::and_all(residual.to_vec()) {
         ops.push(Operator::Filter(f));
@@ -154,9 +168,11 @@ fn operators(plan: &LogicalPlan, residual: &[Expr]) -> Vec<Operator> {
         ops.push(Operator::Distinct);
         ops.extend(sort);
     }
-    if plan.limit.is_some() || plan.offset > 0 {
+    let offset = if page_pushed { 0 } else { plan.offset };
+    if plan.limit.is_some() || offset > 0 {
+        // With the page pushed, still the cut that ends the scan once the page is full.
         ops.push(Operator::Limit {
-            offset: plan.offset,
+            offset,
             limit: plan.limit,
         });
     }
@@ -468,6 +484,9 @@ impl PhysicalPlan {
             (None, None) => "none".into(),
         };
         let _ = writeln!(s, "  pushed limit: {limit}");
+        if self.scan.offset > 0 {
+            let _ = writeln!(s, "  pushed offset: {}", self.scan.offset);
+        }
         let _ = writeln!(s, "Executor");
         for op in &self.operators {
             let line = match op {

@@ -308,7 +308,7 @@ fn pushdown_decisions() {
             "SELECT symbol FROM ohlcv WHERE close > 1 LIMIT 10 OFFSET 5",
             "(close > 1)",
             0,
-            Some(15),
+            Some(10),
             &["symbol"],
         ),
         (
@@ -445,6 +445,43 @@ fn pushdown_decisions() {
             "{sql}"
         );
         p.scan.validate().unwrap();
+    }
+    // The offset goes to the daemon with the limit, and only where the limit could go.
+    for (sql, pushed) in [
+        (
+            "SELECT symbol FROM ohlcv WHERE close > 1 LIMIT 10 OFFSET 5",
+            (Some(10), 5),
+        ),
+        ("SELECT symbol FROM ohlcv OFFSET 7", (None, 7)),
+        (
+            "SELECT symbol FROM ohlcv ORDER BY close LIMIT 10 OFFSET 5",
+            (None, 0),
+        ),
+        (
+            "SELECT symbol FROM ohlcv ORDER BY close OFFSET 5",
+            (None, 0),
+        ),
+        ("SELECT DISTINCT symbol FROM ohlcv OFFSET 5", (None, 0)),
+        (
+            "SELECT symbol FROM ohlcv WHERE close * 2 > 1 OFFSET 5",
+            (None, 0),
+        ),
+    ] {
+        let p = plan(sql);
+        assert_eq!((p.scan.limit, p.scan.offset), pushed, "{sql}");
+        let executor_offset = p.operators.iter().find_map(|op| match op {
+            ringscan_executor::Operator::Limit { offset, .. } => Some(*offset),
+            _ => None,
+        });
+        if pushed.1 > 0 {
+            assert_eq!(
+                executor_offset.unwrap_or(0),
+                0,
+                "{sql}: offset applied twice"
+            );
+        } else {
+            assert_eq!(executor_offset, Some(5), "{sql}: offset lost");
+        }
     }
     // A bare boolean column (`AND is_gift`) is not a Predicate; the date comparison is.
     let p = plan("SELECT order_id FROM wide WHERE order_date = DATE '2022-01-01' AND is_gift");

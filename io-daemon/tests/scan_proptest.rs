@@ -260,7 +260,7 @@ fn check(
     layout: &Layout,
     pred: Option<&Predicate>,
     projection: Option<&[String]>,
-    limit: Option<u64>,
+    (limit, offset): (Option<u64>, u64),
     batch_size: usize,
     engine: Engine,
 ) -> Result<(), TestCaseError> {
@@ -271,6 +271,8 @@ fn check(
         <[String]>::to_vec,
     );
     let mut expected = reference(&path, pred, &columns);
+    let matching = expected.len() as u64;
+    expected.drain(..usize::try_from(offset.min(matching)).expect("offset"));
     if let Some(l) = limit {
         expected.truncate(usize::try_from(l).expect("limit"));
     }
@@ -281,6 +283,7 @@ fn check(
         .with_projection(projection)
         .with_predicate(pred)
         .with_limit(limit)
+        .with_offset(offset)
         .with_batch_size(batch_size)
         .with_threads(engine.threads)
         .with_prefetch(engine.prefetch, engine.prefetch_bytes)
@@ -304,6 +307,24 @@ fn check(
     // A zero limit reads nothing, not even the footer.
     prop_assert_eq!(summary.files_considered, u64::from(limit != Some(0)));
     prop_assert!(summary.row_groups_pruned <= summary.row_groups_considered);
+    if limit != Some(0) {
+        prop_assert_eq!(summary.rows_skipped_by_offset, offset.min(matching));
+    }
+    if pred.is_none() && limit != Some(0) {
+        // Unfiltered: the offset's whole row groups are never decoded.
+        let (rg, skip) = (layout.row_group_rows as u64, offset.min(matching));
+        let (mut whole, mut whole_rows) = (0, 0);
+        while whole_rows + rg.min(matching - whole_rows) <= skip && whole_rows < matching {
+            whole_rows += rg.min(matching - whole_rows);
+            whole += 1;
+        }
+        prop_assert_eq!(summary.row_groups_skipped_by_offset, whole);
+        prop_assert!(
+            summary.rows_decoded <= matching - whole_rows,
+            "{:?}",
+            summary
+        );
+    }
     Ok(())
 }
 
@@ -317,10 +338,25 @@ proptest! {
         pred in prop::option::weighted(0.9, predicate()),
         projection in projection(),
         limit in prop::option::weighted(0.3, 0u64..70),
+        offset in prop_oneof![3 => Just(0u64), 1 => 0u64..90],
         batch_size in 1usize..16,
         engine in engine(),
     ) {
-        check(&rows, &layout, pred.as_ref(), projection.as_deref(), limit, batch_size, engine)?;
+        check(&rows, &layout, pred.as_ref(), projection.as_deref(), (limit, offset), batch_size, engine)?;
+    }
+
+    /// Deep pagination of unfiltered scans: whole row groups skipped by row counts.
+    #[test]
+    fn unfiltered_offset_matches_naive_reference(
+        rows in rows(),
+        layout in layout(),
+        projection in projection(),
+        limit in prop::option::weighted(0.5, 0u64..40),
+        offset in 0u64..90,
+        batch_size in 1usize..16,
+        engine in engine(),
+    ) {
+        check(&rows, &layout, None, projection.as_deref(), (limit, offset), batch_size, engine)?;
     }
 }
 
@@ -357,9 +393,27 @@ fn floats_in_total_order() {
             CmpOp::GtEq,
         ] {
             let p = Predicate::compare("f", op, Literal::Float(lit));
-            check(&rows, &layout, Some(&p), None, None, 3, Engine::default()).expect("plain");
+            check(
+                &rows,
+                &layout,
+                Some(&p),
+                None,
+                (None, 0),
+                3,
+                Engine::default(),
+            )
+            .expect("plain");
             let p = Predicate::Not(Box::new(p));
-            check(&rows, &layout, Some(&p), None, None, 3, Engine::default()).expect("negated");
+            check(
+                &rows,
+                &layout,
+                Some(&p),
+                None,
+                (None, 0),
+                3,
+                Engine::default(),
+            )
+            .expect("negated");
         }
     }
 }

@@ -300,6 +300,11 @@ pub struct ScanRequest {
     /// Stop after this many rows have been emitted.
     #[serde(default)]
     pub limit: Option<u64>,
+    /// Skip this many matching rows (in scan order: files in listing order, rows in
+    /// file order) before emitting any; `limit` counts the rows after them. An
+    /// unfiltered scan skips whole row groups by their row counts without reading them.
+    #[serde(default)]
+    pub offset: u64,
     /// Rows per batch.
     pub batch_size: usize,
     /// Data area of the ring for this stream, in bytes.
@@ -322,6 +327,7 @@ impl ScanRequest {
             projection: None,
             predicate: None,
             limit: None,
+            offset: 0,
             batch_size: Self::DEFAULT_BATCH_SIZE,
             ring_capacity_bytes: Self::DEFAULT_RING_CAPACITY_BYTES,
         }
@@ -426,6 +432,13 @@ pub struct ScanSummary {
     /// Row groups whose non-predicate columns were decoded only for passing rows.
     #[serde(default)]
     pub row_groups_late_materialized: u64,
+    /// Row groups of an unfiltered scan skipped whole by the request's offset (never
+    /// read); also counted in `row_groups_pruned`.
+    #[serde(default)]
+    pub row_groups_skipped_by_offset: u64,
+    /// Rows the offset skipped (never sent through the ring).
+    #[serde(default)]
+    pub rows_skipped_by_offset: u64,
     /// Bytes read from storage.
     #[serde(default)]
     pub bytes_read: u64,
@@ -459,6 +472,8 @@ impl Default for ScanSummary {
             row_groups_pruned_by_dynamic_filter: 0,
             pages_considered: 0,
             row_groups_late_materialized: 0,
+            row_groups_skipped_by_offset: 0,
+            rows_skipped_by_offset: 0,
             bytes_read: 0,
             rows_decoded: 0,
             rows_emitted: 0,

@@ -219,6 +219,13 @@ fn print_stats(
         human_count(s.rows_decoded),
         human_count(s.rows_emitted),
     );
+    if s.rows_skipped_by_offset > 0 {
+        eprintln!(
+            "offset: {} rows skipped in the daemon ({} row groups never read)",
+            human_count(s.rows_skipped_by_offset),
+            human_count(s.row_groups_skipped_by_offset),
+        );
+    }
     let t = &s.timings;
     eprintln!(
         "daemon time: total {}, io {}, decode {}, filter {}, waiting on the ring {}",

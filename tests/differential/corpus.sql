@@ -19,6 +19,11 @@ SELECT symbol, ts, close FROM ohlcv WHERE symbol = 'SPY' ORDER BY ts LIMIT 20;
 SELECT symbol, ts, close FROM ohlcv WHERE symbol IN ('AAPL', 'MSFT') AND close < 455 ORDER BY ts, symbol LIMIT 50 OFFSET 10;
 SELECT count(*) FROM ohlcv WHERE symbol = 'NOPE';
 SELECT * FROM ohlcv WHERE close > 1000000;
+-- OFFSET without ORDER BY is in file order in both engines (DuckDB preserves insertion
+-- order); ringscan skips the offset in the daemon, whole row groups when unfiltered.
+SELECT symbol, ts, close FROM ohlcv LIMIT 5 OFFSET 99990;
+SELECT symbol, ts, close FROM ohlcv LIMIT 7 OFFSET 49998;
+SELECT symbol, ts FROM ohlcv WHERE close > 450 LIMIT 5 OFFSET 1000;
 SELECT count(*) FROM ohlcv WHERE ts >= TIMESTAMP '2024-01-10 00:00:00' AND ts < TIMESTAMP '2024-01-11 00:00:00';
 SELECT count(*) FROM ohlcv WHERE volume * 2 > 5000 OR close - open > 1;
 -- ohlcv: aggregates

@@ -48,6 +48,21 @@ fn executor_only(mut p: PhysicalPlan) -> PhysicalPlan {
     if let Some(f) = &p.logical.filter {
         p.operators.insert(0, Operator::Filter(f.clone()));
     }
+    // A pushed offset is the daemon's to apply: without one, the executor applies it.
+    let offset = std::mem::take(&mut p.scan.offset);
+    p.scan.limit = None;
+    if offset > 0 {
+        match p.operators.iter_mut().find_map(|o| match o {
+            Operator::Limit { offset, .. } => Some(offset),
+            _ => None,
+        }) {
+            Some(o) => *o = offset,
+            None => p.operators.push(Operator::Limit {
+                offset,
+                limit: None,
+            }),
+        }
+    }
     p
 }
 

@@ -98,7 +98,9 @@ fn plan_inner(
         },
     })?;
     check_not_encrypted(path, &local)?;
-    let meta = cache.get_or_load(path, local.file(), spec.predicate.is_some())?;
+    // The page index serves predicates, and lets an offset skip whole pages.
+    let page_index = spec.predicate.is_some() || spec.offset > 0;
+    let meta = cache.get_or_load(path, local.file(), page_index)?;
     let source: Arc<dyn ByteRangeSource> = Arc::new(local);
     let derived = cache.derived(&meta, path)?;
     let arrow_meta = derived.arrow;
