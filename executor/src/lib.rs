@@ -56,7 +56,7 @@ pub use ringscan_ipc::msg::{Predicate, ScanRequest, ScanSource};
 pub use bind::{bind, LogicalPlan, OutputColumn, SortKey};
 pub use cache::{ByteLru, CacheStats, PlanCache};
 pub use error::PlanError;
-pub use exec::{execute, scan_schema, ExecError, Execution, Flow, QueryResult};
+pub use exec::{execute, owned_copy, scan_schema, ExecError, Execution, Flow, QueryResult};
 pub use expr::{AggFunc, BinaryOp, Expr, ScalarValue, TruncUnit};
 pub use pushdown::{format_predicate, physical_plan, Operator, PhysicalPlan};
 pub use result_cache::{DataVersion, ResultCache, ResultKey};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use arrow_schema::SchemaRef;
 use ringscan_ipc::client::{ensure_daemon, ClientError, DaemonClient};
-use ringscan_ipc::msg::{FileVersion, Predicate, ScanSource, ScanSummary, TableInfo};
+use ringscan_ipc::msg::{FileVersion, Predicate, ScanRequest, ScanSource, ScanSummary, TableInfo};
 
 use crate::exec::{Execution, Flow, QueryResult};
 use crate::result_cache::{DataVersion, ResultCache, ResultKey};
@@ -61,6 +61,8 @@ pub struct SessionOptions {
     pub result_cache_bytes: usize,
     /// How long to wait for a daemon that `spawn` started.
     pub daemon_start_wait: Duration,
+    /// The data area of each scan's ring, in bytes.
+    pub ring_capacity_bytes: usize,
 }
 
 impl Default for SessionOptions {
@@ -69,6 +71,7 @@ impl Default for SessionOptions {
             plan_cache_bytes: 8 << 20,
             result_cache_bytes: 256 << 20,
             daemon_start_wait: Duration::from_secs(10),
+            ring_capacity_bytes: ScanRequest::DEFAULT_RING_CAPACITY_BYTES,
         }
     }
 }
@@ -179,6 +182,7 @@ pub struct Session {
     /// The result-cache text of each plan, rendered once: the entry holds the plan's
     /// `Arc`, so a pointer match proves it is the same plan.
     plan_texts: HashMap<String, (Arc<PhysicalPlan>, Arc<str>)>,
+    ring_capacity_bytes: usize,
 }
 
 impl Session {
@@ -200,6 +204,7 @@ impl Session {
             planner: Planner::new(catalog, options.plan_cache_bytes),
             results: ResultCache::new(options.result_cache_bytes),
             plan_texts: HashMap::new(),
+            ring_capacity_bytes: options.ring_capacity_bytes,
         })
     }
 
@@ -278,10 +283,23 @@ impl Session {
             }
         }
         let (result, summary) = self.run_plan(&plan)?;
-        let result = Arc::new(result);
-        if use_result_cache {
+        let result = if use_result_cache {
+            // A cached result must not keep the scan's ring (its whole mapping) alive.
+            let owned = crate::exec::owned_copy(Arc::clone(&result.schema), &result.batches)?;
+            let result = Arc::new(QueryResult {
+                schema: Arc::clone(&result.schema),
+                rows: result.rows,
+                batches: if owned.num_rows() > 0 {
+                    vec![owned]
+                } else {
+                    Vec::new()
+                },
+            });
             self.results.insert(key, Arc::clone(&result));
-        }
+            result
+        } else {
+            Arc::new(result)
+        };
         Ok(QueryOutcome {
             result,
             explain: None,
@@ -295,13 +313,20 @@ impl Session {
     /// Streams the plan's scan through an [`Execution`].
     fn run_plan(&self, plan: &PhysicalPlan) -> Result<(QueryResult, ScanSummary), SessionError> {
         let client = self.planner.catalog().client.borrow();
-        let mut stream = client.scan(&plan.scan)?;
+        let mut request = plan.scan.clone();
+        request.ring_capacity_bytes = self.ring_capacity_bytes;
+        let mut stream = client.scan(&request)?;
         let mut execution = Execution::new(plan, stream.schema())?;
         let mut refined: Option<Predicate> = None;
         while let Some(batch) = stream.next_batch()? {
             if execution.push(batch)? == Flow::Done {
                 stream.cancel();
                 break;
+            }
+            if stream.ring_under_pressure() {
+                // The batches kept so far hold half the ring: copy them out, or a result
+                // larger than the ring would leave the daemon waiting for space.
+                execution.unpin()?;
             }
             if let Some(filter) = execution.dynamic_filter() {
                 if refined.as_ref() != Some(&filter) {

@@ -239,6 +239,13 @@ impl ScanStream {
         self.consumer.schema()
     }
 
+    /// Whether the batches this stream handed out and that are still alive hold more
+    /// than half of the ring: a caller that keeps batches (a result, a sort) should then
+    /// copy them out, or the daemon will wait for space that never comes.
+    pub fn ring_under_pressure(&self) -> bool {
+        self.consumer.held_bytes().saturating_mul(2) > self.consumer.capacity_bytes()
+    }
+
     /// The ring, for callers that want to drive it themselves (`try_next`).
     pub fn consumer(&mut self) -> &mut Consumer {
         &mut self.consumer

@@ -264,7 +264,6 @@ impl Consumer {
         &self.shared.name
     }
 
-    #[cfg(test)]
     pub(crate) fn shared_read_pos(&self) -> u64 {
         self.shared.header.header().read_pos.load(Ordering::Acquire)
     }
@@ -277,6 +276,19 @@ impl Consumer {
     #[cfg(test)]
     pub(crate) fn points_into_ring(&self, addr: usize) -> bool {
         self.shared.data.contains(addr)
+    }
+
+    /// Ring bytes read but not yet released: the records of batches still alive (or
+    /// released out of order behind one that is). The producer blocks once this and the
+    /// unread bytes fill [`capacity_bytes`](Self::capacity_bytes), so a caller that keeps
+    /// batches must copy them out before then.
+    pub fn held_bytes(&self) -> u64 {
+        self.cursor.saturating_sub(self.shared_read_pos())
+    }
+
+    /// The ring's data area, in bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity
     }
 
     /// Records handed out whose space is not yet covered by the read position

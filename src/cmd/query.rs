@@ -58,6 +58,10 @@ pub(crate) struct QueryArgs {
     /// Write latency, scan, cache and counter figures as one JSON object to this file.
     #[arg(long)]
     stats_json: Option<PathBuf>,
+    /// Shared-memory ring per scan, in MiB (results larger than the ring are copied out
+    /// of it as they arrive).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    ring_mib: u32,
 }
 
 /// Latency percentiles over the repeats, microseconds.
@@ -88,6 +92,11 @@ impl Latency {
 
 /// Opens a session on `data`, starting its daemon if none answers.
 pub(crate) fn open_session(data: &Path) -> anyhow::Result<Session> {
+    open_session_with(data, &SessionOptions::default())
+}
+
+/// [`open_session`] with `options`.
+fn open_session_with(data: &Path, options: &SessionOptions) -> anyhow::Result<Session> {
     if !data.is_dir() {
         bail!(
             "data directory {} does not exist (generate data with `ringscan generate`, or pass --data)",
@@ -96,14 +105,18 @@ pub(crate) fn open_session(data: &Path) -> anyhow::Result<Session> {
     }
     let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
     let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT);
-    Session::open(data, &spawn, &SessionOptions::default())
+    Session::open(data, &spawn, options)
         .with_context(|| format!("cannot reach the IO daemon of {}", data.display()))
 }
 
 pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     let data = data_dir(args.data.as_deref());
     let recorder = start_recording("query", std::env::args().skip(2).collect());
-    let mut session = open_session(&data)?;
+    let options = SessionOptions {
+        ring_capacity_bytes: args.ring_mib as usize * (1 << 20),
+        ..SessionOptions::default()
+    };
+    let mut session = open_session_with(&data, &options)?;
     if args.explain {
         let (plan, _) = session.plan(&args.sql)?;
         println!("{}", plan.explain());

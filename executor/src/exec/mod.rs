@@ -90,6 +90,8 @@ pub struct Execution {
     input: SchemaRef,
     stages: Vec<Stage>,
     output: Vec<RecordBatch>,
+    /// `output[..output_owned]` holds no ring memory (see [`Execution::unpin`]).
+    output_owned: usize,
     output_schema: SchemaRef,
     done: bool,
     /// The first sort key when it is a plain table column and a top-k runs before any
@@ -208,6 +210,7 @@ impl Execution {
             input,
             stages,
             output: Vec::new(),
+            output_owned: 0,
             output_schema: plan.logical.output_schema.clone(),
             done: false,
             dynamic_key,
@@ -283,6 +286,25 @@ impl Execution {
         })
     }
 
+    /// Copies every batch this execution keeps (result rows, a sort's input, top-k's
+    /// candidates) that still points into the scan's ring into memory of its own, so
+    /// the ring space goes back to the daemon. The session calls it when the ring is
+    /// under pressure ([`ScanStream::ring_under_pressure`]); without it, a result larger
+    /// than the ring would leave the daemon waiting for space forever. Batches copied
+    /// once are not copied again.
+    ///
+    /// [`ScanStream::ring_under_pressure`]: ringscan_ipc::client::ScanStream::ring_under_pressure
+    pub fn unpin(&mut self) -> Result<(), ExecError> {
+        for stage in &mut self.stages {
+            match stage {
+                Stage::Sort(s) => s.unpin()?,
+                Stage::TopK(t) => t.unpin()?,
+                _ => {}
+            }
+        }
+        unpin_tail(&mut self.output, &mut self.output_owned)
+    }
+
     /// Flushes the blocking stages and returns the result.
     pub fn finish(mut self) -> Result<QueryResult, ExecError> {
         let mut i = 0;
@@ -312,6 +334,45 @@ impl Execution {
             rows,
         })
     }
+}
+
+/// Replaces `batches[*owned..]` by one copy with buffers of its own; `*owned` becomes
+/// the new length.
+pub(crate) fn unpin_tail(
+    batches: &mut Vec<RecordBatch>,
+    owned: &mut usize,
+) -> Result<(), ExecError> {
+    if *owned < batches.len() {
+        let tail = batches.split_off(*owned);
+        batches.push(owned_copy(tail[0].schema(), &tail)?);
+    }
+    *owned = batches.len();
+    Ok(())
+}
+
+/// `batches` (of `schema`) concatenated into one batch whose buffers are freshly
+/// allocated: unlike `concat_batches`, even a single batch is copied, so nothing of the
+/// result points into the ring any more.
+pub fn owned_copy(schema: SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch, ExecError> {
+    use arrow_data::transform::MutableArrayData;
+    if batches.is_empty() {
+        return Ok(RecordBatch::new_empty(schema));
+    }
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for i in 0..schema.fields().len() {
+        let data: Vec<arrow_data::ArrayData> =
+            batches.iter().map(|b| b.column(i).to_data()).collect();
+        let mut copy = MutableArrayData::new(data.iter().collect(), false, rows);
+        for (j, d) in data.iter().enumerate() {
+            copy.try_extend(j, 0, d.len())
+                .map_err(|e| ExecError::arrow("copying batches out of the ring", e))?;
+        }
+        columns.push(arrow_array::make_array(copy.freeze()));
+    }
+    let opts = RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(schema, columns, &opts)
+        .map_err(|e| ExecError::arrow("copying batches out of the ring", e))
 }
 
 fn dynamic_literal(v: &ArrayRef, t: &DataType) -> Option<Literal> {

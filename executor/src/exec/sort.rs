@@ -101,6 +101,8 @@ pub(crate) struct Sort {
     enc: KeyEncoder,
     schema: SchemaRef,
     batches: Vec<RecordBatch>,
+    /// `batches[..owned]` holds no ring memory.
+    owned: usize,
 }
 
 impl Sort {
@@ -113,7 +115,13 @@ impl Sort {
             enc: KeyEncoder::new(keys, subst, input)?,
             schema: input.clone(),
             batches: Vec::new(),
+            owned: 0,
         })
+    }
+
+    /// Copies the batches still in the ring out of it (see `Execution::unpin`).
+    pub(crate) fn unpin(&mut self) -> Result<(), ExecError> {
+        super::unpin_tail(&mut self.batches, &mut self.owned)
     }
 
     pub(crate) fn push(&mut self, batch: RecordBatch) {
@@ -142,6 +150,8 @@ pub(crate) struct TopK {
     /// The best rows, sorted (after a compaction), then later arrivals.
     held: Vec<RecordBatch>,
     held_rows: usize,
+    /// `held[..owned]` holds no ring memory.
+    owned: usize,
     /// Encoded key of the k-th row, once `k` rows are held.
     kth: Option<Box<[u8]>>,
     /// Key column values of the k-th row (for the dynamic filter).
@@ -161,6 +171,7 @@ impl TopK {
             k: usize::try_from(k).unwrap_or(usize::MAX),
             held: Vec::new(),
             held_rows: 0,
+            owned: 0,
             kth: None,
             kth_values: None,
         })
@@ -220,7 +231,13 @@ impl TopK {
         }
         self.held_rows = best.num_rows();
         self.held = vec![best];
+        self.owned = 1; // `take` copied the rows
         Ok(())
+    }
+
+    /// Copies the candidates still in the ring out of it (see `Execution::unpin`).
+    pub(crate) fn unpin(&mut self) -> Result<(), ExecError> {
+        super::unpin_tail(&mut self.held, &mut self.owned)
     }
 
     /// The key values of the current k-th row, once `k` rows are held.

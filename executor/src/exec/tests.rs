@@ -529,3 +529,65 @@ proptest! {
         check(&format!("SELECT a, b, s FROM t ORDER BY b {d}, s LIMIT {k} OFFSET {offset}"), &rows, &sizes)?;
     }
 }
+
+/// Whether any buffer of `b` lies inside one of `a`'s buffers (an alias).
+fn shares_memory(a: &RecordBatch, b: &RecordBatch) -> bool {
+    fn ranges(batch: &RecordBatch) -> Vec<(usize, usize)> {
+        fn walk(d: &arrow_data::ArrayData, out: &mut Vec<(usize, usize)>) {
+            for buf in d.buffers() {
+                out.push((buf.as_ptr() as usize, buf.len()));
+            }
+            if let Some(n) = d.nulls() {
+                let b = n.buffer();
+                out.push((b.as_ptr() as usize, b.len()));
+            }
+            for c in d.child_data() {
+                walk(c, out);
+            }
+        }
+        let mut out = Vec::new();
+        for c in batch.columns() {
+            walk(&c.to_data(), &mut out);
+        }
+        out
+    }
+    let theirs = ranges(a);
+    ranges(b)
+        .iter()
+        .any(|&(p, n)| n > 0 && theirs.iter().any(|&(q, m)| m > 0 && p < q + m && q < p + n))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// `owned_copy` (what `Execution::unpin` uses to hand ring space back) equals
+    /// `concat_batches` of its input, slices included, and aliases none of it.
+    #[test]
+    fn owned_copy_equals_concat_and_aliases_nothing(
+        rows in proptest::collection::vec(arb_row(), 1..60),
+        cuts in proptest::collection::vec(0usize..60, 0..4),
+        offset in 0usize..5,
+    ) {
+        let whole = batch(&rows);
+        let mut parts = Vec::new();
+        let mut start = offset.min(whole.num_rows());
+        let mut cuts = cuts;
+        cuts.sort_unstable();
+        for c in cuts.into_iter().chain([whole.num_rows()]) {
+            let end = c.clamp(start, whole.num_rows());
+            parts.push(whole.slice(start, end - start));
+            start = end;
+        }
+        let expected = arrow_select::concat::concat_batches(&table(), &parts).unwrap();
+        let got = owned_copy(table(), &parts).unwrap();
+        prop_assert_eq!(&got, &expected);
+        prop_assert!(!shares_memory(&whole, &got), "the copy points into its input");
+    }
+}
+
+#[test]
+fn owned_copy_of_nothing_is_empty() {
+    let got = owned_copy(table(), &[]).unwrap();
+    assert_eq!(got.num_rows(), 0);
+    assert_eq!(got.schema(), table());
+}
