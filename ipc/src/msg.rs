@@ -27,6 +27,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::info::{
     decode_schema, encode_schema, CacheStatus, DaemonStatus, FileVersion, TableInfo,
 };
+pub use crate::stats::{
+    decode_min_max, encode_min_max, ColumnStatistics, TableStatistics, MAX_STATISTICS_COLUMNS,
+};
 
 /// Version of the control protocol; bumped on incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -489,6 +492,15 @@ pub enum ClientMessage {
         /// What to describe.
         source: ScanSource,
     },
+    /// Per column, the minimum, maximum and null count over every file and row group
+    /// of `source`, from the Parquet footers (no data is read); answered with
+    /// [`DaemonMessage::Statistics`].
+    Statistics {
+        /// What to summarize.
+        source: ScanSource,
+        /// The columns, by name (at most [`MAX_STATISTICS_COLUMNS`]).
+        columns: Vec<String>,
+    },
     /// The daemon's state; answered with [`DaemonMessage::Status`].
     Status,
     /// Ask the daemon to exit: it answers [`DaemonMessage::Stopping`], cancels running
@@ -514,7 +526,17 @@ impl ClientMessage {
             Self::Refine { predicate } => predicate.validate_tree(),
             Self::Describe {
                 source: ScanSource::Files { paths },
+            }
+            | Self::Statistics {
+                source: ScanSource::Files { paths },
+                ..
             } if paths.is_empty() => Err(MessageError::Invalid("no files given".into())),
+            Self::Statistics { columns, .. } if columns.len() > MAX_STATISTICS_COLUMNS => {
+                Err(MessageError::Invalid(format!(
+                    "statistics for {} columns (limit {MAX_STATISTICS_COLUMNS})",
+                    columns.len()
+                )))
+            }
             _ => Ok(()),
         }
     }
@@ -540,6 +562,8 @@ pub enum DaemonMessage {
     Pong,
     /// Answer to [`ClientMessage::Describe`].
     Table(TableInfo),
+    /// Answer to [`ClientMessage::Statistics`].
+    Statistics(TableStatistics),
     /// Answer to [`ClientMessage::Status`].
     Status(DaemonStatus),
     /// Answer to [`ClientMessage::Stop`]: the daemon is exiting.
