@@ -39,9 +39,12 @@ pub struct ColumnStatistics {
     /// As `min_exact`, for the maximum.
     #[serde(default)]
     pub max_exact: bool,
-    /// Why the minimum or maximum is not exact, when one of them is not.
+    /// Why the minimum is not exact, when it is not.
     #[serde(default)]
-    pub inexact_reason: Option<String>,
+    pub min_inexact_reason: Option<String>,
+    /// Why the maximum is not exact, when it is not.
+    #[serde(default)]
+    pub max_inexact_reason: Option<String>,
 }
 
 /// The statistics of a source (a table or file set).

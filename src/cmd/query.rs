@@ -105,8 +105,7 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     let recorder = start_recording("query", std::env::args().skip(2).collect());
     let mut session = open_session(&data)?;
     if args.explain {
-        let (plan, _) = session.plan(&args.sql)?;
-        println!("{}", plan.explain());
+        println!("{}", session.explain(&args.sql)?);
         return Ok(std::process::ExitCode::SUCCESS);
     }
     let mut latencies_us = Vec::with_capacity(args.repeat as usize);
@@ -219,6 +218,9 @@ fn print_stats(
         human_count(s.rows_decoded),
         human_count(s.rows_emitted),
     );
+    if first.from_statistics {
+        eprintln!("answered from Parquet statistics: no column data read, no row decoded");
+    }
     let t = &s.timings;
     eprintln!(
         "daemon time: total {}, io {}, decode {}, filter {}, waiting on the ring {}",
