@@ -5,6 +5,7 @@
 //! One daemon (`ringscan daemon run`, stdio detached, stopped on drop) serves a data
 //! directory; every case writes its own table there.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -235,6 +236,14 @@ fn cells(outcome: &QueryOutcome) -> (Vec<String>, Vec<String>) {
                                 c.as_primitive::<Float32Type>().value(i).to_bits()
                             )
                         }
+                        DataType::Timestamp(..) => {
+                            let raw = arrow_cast::cast(&c.slice(i, 1), &DataType::Int64)
+                                .expect("timestamp as integer");
+                            format!(
+                                "ts:{}",
+                                raw.as_primitive::<arrow_array::types::Int64Type>().value(0)
+                            )
+                        }
                         _ => arrow_cast::display::array_value_to_string(c, i).expect("display"),
                     }
                 };
@@ -253,9 +262,9 @@ fn statistics_path_equals_the_scan_path() {
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).expect("mkdir");
     let daemon = Daemon::start(&data);
-    let mut stats_session = daemon.session();
-    let mut scan_session = daemon.session();
-    scan_session.set_use_statistics(false);
+    let stats_session = RefCell::new(daemon.session());
+    let scan_session = RefCell::new(daemon.session());
+    scan_session.borrow_mut().set_use_statistics(false);
     let taken = AtomicUsize::new(0);
     let fell_back = AtomicUsize::new(0);
     let config = ProptestConfig {
@@ -270,8 +279,8 @@ fn statistics_path_equals_the_scan_path() {
         }
         for q in QUERIES {
             let sql = q.replace("{t}", &name);
-            let fast = stats_session.query(&sql, false).expect("statistics session");
-            let slow = scan_session.query(&sql, false).expect("scan session");
+            let fast = stats_session.borrow_mut().query(&sql, false).expect("statistics session");
+            let slow = scan_session.borrow_mut().query(&sql, false).expect("scan session");
             prop_assert!(!slow.from_statistics);
             if fast.from_statistics {
                 taken.fetch_add(1, Ordering::Relaxed);
@@ -345,7 +354,11 @@ fn statistics_path_is_taken_only_where_exact() {
 
     let sql = "SELECT count(*), count(i), min(i), max(i), min(f), min(s), max(s), min(ts), max(d) FROM good";
     let outcome = session.query(sql, false).expect("query");
-    assert!(outcome.from_statistics, "{sql}");
+    assert!(
+        outcome.from_statistics,
+        "{}",
+        session.explain(sql).expect("explain")
+    );
     let scan = outcome.scan.clone().expect("summary");
     assert_eq!((scan.bytes_read, scan.rows_decoded), (0, 0));
     assert_eq!((scan.files_considered, scan.row_groups_considered), (2, 6));

@@ -18,16 +18,16 @@
 //!   (nested, dictionary, intervals...) are inexact.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use arrow_array::{new_null_array, Array, ArrayRef};
+use arrow_array::{new_null_array, Array, ArrayRef, BooleanArray, UInt64Array};
 use arrow_ord::ord::make_comparator;
 use arrow_schema::{ArrowError, DataType, Field, SortOptions};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::parquet_column;
-use parquet::basic::ColumnOrder;
-use parquet::file::metadata::ParquetMetaData;
+use parquet::basic::{ColumnOrder, SortOrder};
+use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 use ringscan_ipc::msg::{encode_min_max, ColumnStatistics, ScanSource, TableStatistics};
 
 use crate::scan::{MetadataCache, ScanError};
@@ -49,17 +49,6 @@ pub enum StatisticsError {
     /// Opening a file or reading its footer failed.
     #[error(transparent)]
     Scan(#[from] ScanError),
-    /// A file's statistics could not be converted.
-    #[error("{}: column {column:?}: cannot read statistics", .file.display())]
-    Convert {
-        /// The file.
-        file: PathBuf,
-        /// The column.
-        column: String,
-        /// The converter's error.
-        #[source]
-        source: parquet::errors::ParquetError,
-    },
     /// Reducing or encoding the values failed.
     #[error("statistics of column {column:?}: {source}")]
     Arrow {
@@ -154,7 +143,14 @@ impl Acc {
             .column_orders()
             .and_then(|orders| orders.get(index).copied())
             .unwrap_or(ColumnOrder::UNDEFINED);
-        if !matches!(order, ColumnOrder::TYPE_DEFINED_ORDER(_)) {
+        // IEEE 754 total order (floats) may hold NaN and -0.0 in the statistics: a NaN
+        // min is refused below, -0.0 is normalized by the executor.
+        let ordered = matches!(
+            order,
+            ColumnOrder::TYPE_DEFINED_ORDER(SortOrder::SIGNED | SortOrder::UNSIGNED)
+                | ColumnOrder::IEEE_754_TOTAL_ORDER
+        );
+        if !ordered {
             self.both_inexact(format!("{} has no defined sort order", file.display()));
         }
         let converter =
@@ -167,15 +163,7 @@ impl Acc {
                 }
             };
         let groups = meta.row_groups();
-        let converted = (|| {
-            Ok::<_, parquet::errors::ParquetError>((
-                converter.row_group_mins(groups)?,
-                converter.row_group_maxes(groups)?,
-                converter.row_group_is_min_value_exact(groups)?,
-                converter.row_group_is_max_value_exact(groups)?,
-                converter.row_group_null_counts(groups)?,
-            ))
-        })();
+        let converted = convert(&converter, groups);
         let (mins, maxes, min_exact, max_exact, nulls) = match converted {
             Ok(v) => v,
             Err(e) => {
@@ -271,6 +259,22 @@ impl Acc {
         };
         Ok((both, column))
     }
+}
+
+/// Per row group: mins, maxes, min-is-exact, max-is-exact, null counts.
+type Converted = (ArrayRef, ArrayRef, BooleanArray, BooleanArray, UInt64Array);
+
+fn convert<'a>(
+    converter: &StatisticsConverter<'a>,
+    groups: &'a [RowGroupMetaData],
+) -> Result<Converted, parquet::errors::ParquetError> {
+    Ok((
+        converter.row_group_mins(groups)?,
+        converter.row_group_maxes(groups)?,
+        converter.row_group_is_min_value_exact(groups)?,
+        converter.row_group_is_max_value_exact(groups)?,
+        converter.row_group_null_counts(groups)?,
+    ))
 }
 
 fn is_nan(a: &ArrayRef, i: usize) -> bool {
