@@ -360,3 +360,79 @@ pub fn table_statistics(
         dirs: resolved.listing.dirs,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_array::{Int64Array, RecordBatch};
+    use arrow_schema::Schema;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    use super::*;
+
+    fn write(path: &Path, values: Vec<Option<i64>>, row_group_rows: usize) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(values))]).unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(row_group_rows))
+            .build();
+        let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema, Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+
+    #[test]
+    fn all_null_row_groups_count_nulls_and_add_no_extremes() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        // Row groups: [NULL, NULL] [5, NULL] [-3, 9]; a second file of NULLs only.
+        write(
+            &data.join("t/region=a/one.parquet"),
+            vec![None, None, Some(5), None, Some(-3), Some(9)],
+            2,
+        );
+        write(&data.join("t/region=b/two.parquet"), vec![None; 3], 3);
+        let cache = MetadataCache::new(1 << 20);
+        let source = ScanSource::Table { name: "t".into() };
+        let columns = vec!["x".to_owned(), "region".to_owned()];
+        let stats = table_statistics(data, &source, &columns, &cache).unwrap();
+        assert_eq!(
+            (stats.row_count, stats.file_count, stats.row_group_count),
+            (9, 2, 4)
+        );
+        let x = &stats.columns[0];
+        assert_eq!(x.null_count, Some(6));
+        assert!(x.min_exact && x.max_exact, "{x:?}");
+        let values = stats.min_max().unwrap();
+        let v = values[0].as_primitive::<Int64Type>();
+        assert_eq!((v.value(0), v.value(1)), (-3, 9));
+        let region = &stats.columns[1];
+        assert!(!region.min_exact && !region.max_exact && region.null_count.is_none());
+        let why = region.min_inexact_reason.as_deref().unwrap_or_default();
+        assert!(why.contains("partition column"), "{why}");
+
+        let only_nulls = ScanSource::Files {
+            paths: vec!["t/region=b/two.parquet".into()],
+        };
+        let stats = table_statistics(data, &only_nulls, &columns[..1], &cache).unwrap();
+        assert!(stats.columns[0].min_exact && stats.columns[0].max_exact);
+        assert_eq!(stats.columns[0].null_count, Some(3));
+        assert_eq!(
+            stats.min_max().unwrap()[0].null_count(),
+            2,
+            "all NULL: NULL"
+        );
+
+        let err = table_statistics(data, &source, &["nope".into()], &cache).unwrap_err();
+        assert!(
+            matches!(err, StatisticsError::UnknownColumn { .. }),
+            "{err}"
+        );
+    }
+}
