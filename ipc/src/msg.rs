@@ -761,6 +761,29 @@ mod tests {
     }
 
     #[test]
+    fn statistics_requests_round_trip_and_are_bounded() {
+        let request = ClientMessage::Statistics {
+            source: ScanSource::Table { name: "t".into() },
+            columns: vec!["a".into(), "b".into()],
+        };
+        request.validate().unwrap();
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &request).unwrap();
+        let got: ClientMessage = read_frame(&mut Cursor::new(buf)).unwrap().unwrap();
+        assert_eq!(got, request);
+        let too_many = ClientMessage::Statistics {
+            source: ScanSource::Table { name: "t".into() },
+            columns: vec!["a".into(); MAX_STATISTICS_COLUMNS + 1],
+        };
+        assert!(matches!(too_many.validate(), Err(MessageError::Invalid(_))));
+        let no_files = ClientMessage::Statistics {
+            source: ScanSource::Files { paths: vec![] },
+            columns: vec![],
+        };
+        assert!(no_files.validate().is_err());
+    }
+
+    #[test]
     fn invalid_requests_are_rejected() {
         let mut r = full_request();
         r.version = 99;
