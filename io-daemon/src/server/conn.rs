@@ -93,8 +93,10 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream) {
                         shared
                             .log
                             .line(&format!("statistics {source:?}: error: {message}"));
+                        // The executor falls back to a scan and goes on using this
+                        // connection: keep it open.
                         reply_error(&mut stream, message);
-                        return;
+                        continue;
                     }
                 }
             }
