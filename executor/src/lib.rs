@@ -44,6 +44,7 @@ mod result_cache;
 pub mod session;
 mod sql;
 mod sql_terms;
+mod stats;
 mod temporal;
 mod types;
 
@@ -61,6 +62,7 @@ pub use expr::{AggFunc, BinaryOp, Expr, ScalarValue, TruncUnit};
 pub use pushdown::{format_predicate, physical_plan, Operator, PhysicalPlan};
 pub use result_cache::{DataVersion, ResultCache, ResultKey};
 pub use sql::{parse_sql, OrderItem, SelectItem, SelectStatement};
+pub use stats::{aggregate_row, statistics_aggregates, statistics_columns, StatsAggregate};
 
 /// Where table and file schemas come from.
 pub trait Catalog {

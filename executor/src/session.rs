@@ -15,12 +15,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use ringscan_ipc::client::{ensure_daemon, ClientError, DaemonClient};
-use ringscan_ipc::msg::{FileVersion, Predicate, ScanRequest, ScanSource, ScanSummary, TableInfo};
+use ringscan_ipc::msg::{
+    FileVersion, Predicate, ScanRequest, ScanSource, ScanSummary, TableInfo, TableStatistics,
+};
 
-use crate::exec::{Execution, Flow, QueryResult};
+use crate::exec::{scan_schema, Execution, Flow, QueryResult};
 use crate::result_cache::{DataVersion, ResultCache, ResultKey};
+use crate::stats::{aggregate_row, statistics_aggregates, statistics_columns, StatsAggregate};
 use crate::{Catalog, PhysicalPlan, PlanError, Planner};
 
 /// Failure of one query of a session.
@@ -63,6 +67,9 @@ pub struct SessionOptions {
     pub daemon_start_wait: Duration,
     /// The data area of each scan's ring, in bytes.
     pub ring_capacity_bytes: usize,
+    /// Answer `count(*)`, `count(x)`, `min(x)`, `max(x)` without a filter from Parquet
+    /// statistics where they are exact (off: always scan).
+    pub use_statistics: bool,
 }
 
 impl Default for SessionOptions {
@@ -72,6 +79,7 @@ impl Default for SessionOptions {
             result_cache_bytes: 256 << 20,
             daemon_start_wait: Duration::from_secs(10),
             ring_capacity_bytes: ScanRequest::DEFAULT_RING_CAPACITY_BYTES,
+            use_statistics: true,
         }
     }
 }
@@ -89,6 +97,9 @@ pub struct QueryOutcome {
     pub plan_hit: bool,
     /// The result came from the result cache.
     pub result_hit: bool,
+    /// The aggregates were answered from Parquet statistics: no column data was read
+    /// (`scan` then counts the files and row groups whose footers answered).
+    pub from_statistics: bool,
     /// Wall time of the whole query, microseconds.
     pub total_us: u64,
 }
@@ -183,6 +194,7 @@ pub struct Session {
     /// `Arc`, so a pointer match proves it is the same plan.
     plan_texts: HashMap<String, (Arc<PhysicalPlan>, Arc<str>)>,
     ring_capacity_bytes: usize,
+    use_statistics: bool,
 }
 
 impl Session {
@@ -205,12 +217,97 @@ impl Session {
             results: ResultCache::new(options.result_cache_bytes),
             plan_texts: HashMap::new(),
             ring_capacity_bytes: options.ring_capacity_bytes,
+            use_statistics: options.use_statistics,
         })
     }
 
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// Turns the statistics path on or off (see [`SessionOptions::use_statistics`]).
+    pub fn set_use_statistics(&mut self, on: bool) {
+        self.use_statistics = on;
+    }
+
+    /// The `EXPLAIN` text of `sql`: the plan, and for an aggregation whether the daemon's
+    /// statistics answer it (asked of the daemon now).
+    pub fn explain(&mut self, sql: &str) -> Result<String, SessionError> {
+        let (plan, _) = self.plan(sql)?;
+        Ok(self.explain_plan(&plan))
+    }
+
+    fn explain_plan(&self, plan: &PhysicalPlan) -> String {
+        let mut text = plan.explain();
+        if !plan.logical.is_aggregate() {
+            return text;
+        }
+        let line = match self.statistics_row(plan) {
+            Ok((_, aggregates, _)) => {
+                let names: Vec<String> = aggregates.iter().map(ToString::to_string).collect();
+                format!("answered from Parquet statistics ({})", names.join(", "))
+            }
+            Err(why) => format!("not answered from Parquet statistics: {why}"),
+        };
+        text.push_str("Statistics\n  ");
+        text.push_str(&line);
+        text.push('\n');
+        text
+    }
+
+    /// The aggregation's output row from the daemon's statistics, or why not.
+    fn statistics_row(
+        &self,
+        plan: &PhysicalPlan,
+    ) -> Result<(RecordBatch, Vec<StatsAggregate>, TableStatistics), String> {
+        if !self.use_statistics {
+            return Err("turned off for this session".into());
+        }
+        let aggregates = statistics_aggregates(plan)?;
+        let columns = statistics_columns(&aggregates);
+        let stats = self
+            .planner
+            .catalog()
+            .client
+            .borrow_mut()
+            .statistics(&plan.scan.source, &columns)
+            .map_err(|e| format!("the daemon gave no statistics: {e}"))?;
+        let schema = Execution::new(plan, scan_schema(plan))
+            .ok()
+            .and_then(|e| e.aggregate_output_schema())
+            .ok_or("the plan has no ungrouped aggregation")?;
+        let row = aggregate_row(&aggregates, &stats, &schema)?;
+        Ok((row, aggregates, stats))
+    }
+
+    /// Runs `plan` from statistics when they answer it for the data version of `entry`.
+    fn run_from_statistics(
+        &self,
+        plan: &PhysicalPlan,
+        entry: &TableEntry,
+    ) -> Result<Option<(QueryResult, ScanSummary)>, SessionError> {
+        let start = Instant::now();
+        let Ok((row, _, stats)) = self.statistics_row(plan) else {
+            return Ok(None);
+        };
+        if stats.files != entry.info.files || stats.dirs != entry.info.dirs {
+            // Another data version than the result-cache key's: scan instead.
+            return Ok(None);
+        }
+        let mut execution = Execution::new(plan, scan_schema(plan))?;
+        execution.push_aggregated(row)?;
+        let result = execution.finish()?;
+        let summary = ScanSummary {
+            files_considered: stats.file_count,
+            row_groups_considered: stats.row_group_count,
+            timings: ringscan_ipc::msg::ScanTimings {
+                total_us: micros(start),
+                ..Default::default()
+            },
+            ..ScanSummary::default()
+        };
+        Ok(Some((result, summary)))
     }
 
     /// Plans `sql` (through the plan cache) without running it.
@@ -247,10 +344,11 @@ impl Session {
                     batches: Vec::new(),
                     rows: 0,
                 }),
-                explain: Some(plan.explain()),
+                explain: Some(self.explain_plan(&plan)),
                 scan: None,
                 plan_hit,
                 result_hit: false,
+                from_statistics: false,
                 total_us: micros(start),
             });
         }
@@ -278,11 +376,21 @@ impl Session {
                     scan: None,
                     plan_hit,
                     result_hit: true,
+                    from_statistics: false,
                     total_us: micros(start),
                 });
             }
         }
-        let (result, summary) = self.run_plan(&plan)?;
+        let stats_answer = if self.use_statistics && plan.logical.is_aggregate() {
+            self.run_from_statistics(&plan, &entry)?
+        } else {
+            None
+        };
+        let from_statistics = stats_answer.is_some();
+        let (result, summary) = match stats_answer {
+            Some(answer) => answer,
+            None => self.run_plan(&plan)?,
+        };
         let result = if use_result_cache {
             // A cached result must not keep the scan's ring (its whole mapping) alive.
             let owned = crate::exec::owned_copy(Arc::clone(&result.schema), &result.batches)?;
@@ -306,6 +414,7 @@ impl Session {
             scan: Some(summary),
             plan_hit,
             result_hit: false,
+            from_statistics,
             total_us: micros(start),
         })
     }

@@ -30,6 +30,7 @@ mod footer_probe;
 pub mod prune;
 pub mod scan;
 pub mod server;
+pub mod stats;
 pub mod table;
 
 pub use error::PruneError;

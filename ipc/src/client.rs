@@ -36,7 +36,7 @@ use arrow_schema::SchemaRef;
 
 use crate::msg::{
     write_frame, ClientMessage, DaemonMessage, DaemonStatus, MessageError, Predicate, ScanRequest,
-    ScanSource, ScanSummary, TableInfo, MAX_FRAME_BYTES,
+    ScanSource, ScanSummary, TableInfo, TableStatistics, MAX_FRAME_BYTES,
 };
 use crate::{Consumer, RingError};
 
@@ -176,6 +176,23 @@ impl DaemonClient {
         match self.request(&message, "describing a table")? {
             DaemonMessage::Table(info) => Ok(info),
             other => Err(unexpected("describing a table", &other)),
+        }
+    }
+
+    /// Per-column statistics of `source` from its Parquet footers (see
+    /// [`TableStatistics`]).
+    pub fn statistics(
+        &mut self,
+        source: &ScanSource,
+        columns: &[String],
+    ) -> Result<TableStatistics, ClientError> {
+        let message = ClientMessage::Statistics {
+            source: source.clone(),
+            columns: columns.to_vec(),
+        };
+        match self.request(&message, "reading statistics")? {
+            DaemonMessage::Statistics(stats) => Ok(stats),
+            other => Err(unexpected("reading statistics", &other)),
         }
     }
 

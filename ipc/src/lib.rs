@@ -58,6 +58,7 @@ mod producer;
 mod release;
 mod ring;
 mod stale;
+mod stats;
 mod sys;
 
 pub use consumer::{Consumer, TryNext};

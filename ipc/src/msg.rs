@@ -27,6 +27,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::info::{
     decode_schema, encode_schema, CacheStatus, DaemonStatus, FileVersion, TableInfo,
 };
+pub use crate::stats::{
+    decode_min_max, encode_min_max, ColumnStatistics, TableStatistics, MAX_STATISTICS_COLUMNS,
+};
 
 /// Version of the control protocol; bumped on incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -504,6 +507,15 @@ pub enum ClientMessage {
         /// What to describe.
         source: ScanSource,
     },
+    /// Per column, the minimum, maximum and null count over every file and row group
+    /// of `source`, from the Parquet footers (no data is read); answered with
+    /// [`DaemonMessage::Statistics`].
+    Statistics {
+        /// What to summarize.
+        source: ScanSource,
+        /// The columns, by name (at most [`MAX_STATISTICS_COLUMNS`]).
+        columns: Vec<String>,
+    },
     /// The daemon's state; answered with [`DaemonMessage::Status`].
     Status,
     /// Ask the daemon to exit: it answers [`DaemonMessage::Stopping`], cancels running
@@ -529,7 +541,17 @@ impl ClientMessage {
             Self::Refine { predicate } => predicate.validate_tree(),
             Self::Describe {
                 source: ScanSource::Files { paths },
+            }
+            | Self::Statistics {
+                source: ScanSource::Files { paths },
+                ..
             } if paths.is_empty() => Err(MessageError::Invalid("no files given".into())),
+            Self::Statistics { columns, .. } if columns.len() > MAX_STATISTICS_COLUMNS => {
+                Err(MessageError::Invalid(format!(
+                    "statistics for {} columns (limit {MAX_STATISTICS_COLUMNS})",
+                    columns.len()
+                )))
+            }
             _ => Ok(()),
         }
     }
@@ -555,6 +577,8 @@ pub enum DaemonMessage {
     Pong,
     /// Answer to [`ClientMessage::Describe`].
     Table(TableInfo),
+    /// Answer to [`ClientMessage::Statistics`].
+    Statistics(TableStatistics),
     /// Answer to [`ClientMessage::Status`].
     Status(DaemonStatus),
     /// Answer to [`ClientMessage::Stop`]: the daemon is exiting.
@@ -749,6 +773,29 @@ mod tests {
             let r = read_frame::<_, ClientMessage>(&mut Cursor::new(case.clone()));
             assert!(r.is_err(), "{case:?} gave {r:?}");
         }
+    }
+
+    #[test]
+    fn statistics_requests_round_trip_and_are_bounded() {
+        let request = ClientMessage::Statistics {
+            source: ScanSource::Table { name: "t".into() },
+            columns: vec!["a".into(), "b".into()],
+        };
+        request.validate().unwrap();
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &request).unwrap();
+        let got: ClientMessage = read_frame(&mut Cursor::new(buf)).unwrap().unwrap();
+        assert_eq!(got, request);
+        let too_many = ClientMessage::Statistics {
+            source: ScanSource::Table { name: "t".into() },
+            columns: vec!["a".into(); MAX_STATISTICS_COLUMNS + 1],
+        };
+        assert!(matches!(too_many.validate(), Err(MessageError::Invalid(_))));
+        let no_files = ClientMessage::Statistics {
+            source: ScanSource::Files { paths: vec![] },
+            columns: vec![],
+        };
+        assert!(no_files.validate().is_err());
     }
 
     #[test]

@@ -118,8 +118,7 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     };
     let mut session = open_session_with(&data, &options)?;
     if args.explain {
-        let (plan, _) = session.plan(&args.sql)?;
-        println!("{}", plan.explain());
+        println!("{}", session.explain(&args.sql)?);
         return Ok(std::process::ExitCode::SUCCESS);
     }
     let mut latencies_us = Vec::with_capacity(args.repeat as usize);
@@ -238,6 +237,9 @@ fn print_stats(
             human_count(s.rows_skipped_by_offset),
             human_count(s.row_groups_skipped_by_offset),
         );
+    }
+    if first.from_statistics {
+        eprintln!("answered from Parquet statistics: no column data read, no row decoded");
     }
     let t = &s.timings;
     eprintln!(

@@ -95,3 +95,10 @@ SELECT date_trunc('day', ts) AS d, count(*) FROM duck_trades GROUP BY 1 ORDER BY
 SELECT id, qty * 2 + 1 AS q FROM duck_trades WHERE qty > 4990 ORDER BY id;
 SELECT min(ts), max(ts), min(day), max(day) FROM duck_trades;
 SELECT avg(qty), sum(price) FROM duck_trades WHERE venue = 'BATS';
+-- answered from Parquet statistics where exact (issue 5), else scanned: same answers
+SELECT count(*), min(close), min(ts), max(ts), min(symbol), max(symbol), min(volume), max(volume) FROM ohlcv;
+SELECT max(order_id) - min(order_id) AS span, count(*) * 2 AS twice FROM wide;
+SELECT count(*), min(ts), max(close), min(symbol) FROM ohlcv_part;
+SELECT count(*), min(order_id), max(order_id), min(order_date), max(order_date), min(total), count(ship_date) FROM wide;
+SELECT count(*), count(price), min(qty), max(qty), min(price), min(note), max(note), min(side) FROM duck_trades;
+SELECT min(id), max(id), count(qty), min(side), max(venue), min(ts), max(day) FROM pa_trades;

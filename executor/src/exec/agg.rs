@@ -224,6 +224,9 @@ impl Acc {
                 if values.data_type() == &DataType::Null {
                     return Ok(());
                 }
+                // -0.0 is 0.0 and every NaN the greatest value, as in grouping (and as
+                // the statistics path answers).
+                let values = &normalize_float(values.clone());
                 let rows = conv
                     .convert_columns(std::slice::from_ref(values))
                     .map_err(row_err("min/max encoding"))?;
@@ -392,6 +395,11 @@ impl HashAggregate {
     /// The schema of [`HashAggregate::finish`]'s batch.
     pub(crate) fn finish_schema(&self) -> SchemaRef {
         self.out_schema.clone()
+    }
+
+    /// No GROUP BY: exactly one output row.
+    pub(crate) fn is_ungrouped(&self) -> bool {
+        self.group_by.is_empty()
     }
 
     /// The expressions the output batch's columns hold, in order.

@@ -22,6 +22,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
 
 pub use error::ExecError;
+pub(crate) use eval::normalize_float;
 
 use self::agg::HashAggregate;
 use self::eval::{cast, eval_array, eval_predicate, Ctx};
@@ -231,6 +232,52 @@ impl Execution {
             });
         }
         let out = run_from(&mut self.stages, 0, batch, &mut self.done)?;
+        self.output.extend(out);
+        Ok(if self.done {
+            Flow::Done
+        } else {
+            Flow::Continue
+        })
+    }
+
+    /// The schema of the aggregate's output row, when the plan's first operator is an
+    /// aggregation without GROUP BY (one row whatever the input): what
+    /// [`push_aggregated`](Self::push_aggregated) takes.
+    pub fn aggregate_output_schema(&self) -> Option<SchemaRef> {
+        match self.stages.first() {
+            Some(Stage::Aggregate(a)) if a.is_ungrouped() => Some(a.finish_schema()),
+            _ => None,
+        }
+    }
+
+    /// Feeds the aggregate's output row computed elsewhere (from Parquet statistics):
+    /// the aggregation is skipped, and the operators after it (HAVING, projection,
+    /// sort, limit) run on `row`. Only for a plan with an
+    /// [`aggregate_output_schema`](Self::aggregate_output_schema), before any
+    /// [`push`](Self::push).
+    pub fn push_aggregated(&mut self, row: RecordBatch) -> Result<Flow, ExecError> {
+        let Some(expected) = self.aggregate_output_schema() else {
+            return Err(ExecError::Unsupported {
+                what: "an aggregate row for a plan that does not start with an ungrouped \
+                       aggregation"
+                    .into(),
+            });
+        };
+        if row.num_rows() != 1 || !same_columns(&expected, &row.schema()) {
+            return Err(ExecError::SchemaMismatch {
+                expected: describe(expected.fields()),
+                got: describe(row.schema().fields()),
+            });
+        }
+        // The aggregation is answered: a pass-through stage takes its place, so that
+        // `finish` does not emit its (empty-input) row as well.
+        self.stages[0] = Stage::Limit {
+            skip: 0,
+            left: None,
+        };
+        let row = RecordBatch::try_new(expected, row.columns().to_vec())
+            .map_err(|e| ExecError::arrow("building the aggregate row", e))?;
+        let out = run_from(&mut self.stages, 1, row, &mut self.done)?;
         self.output.extend(out);
         Ok(if self.done {
             Flow::Done

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ringscan_ipc::msg::{
     encode_schema, read_frame, write_frame, CacheStatus, ClientMessage, DaemonMessage,
-    DaemonStatus, MessageError, ScanSource, TableInfo,
+    DaemonStatus, MessageError, ScanSource, TableInfo, TableStatistics,
 };
 
 use super::{scan, Shared};
@@ -86,6 +86,20 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream) {
                     return;
                 }
             },
+            ClientMessage::Statistics { source, columns } => {
+                match statistics(shared, &source, &columns) {
+                    Ok(stats) => DaemonMessage::Statistics(stats),
+                    Err(message) => {
+                        shared
+                            .log
+                            .line(&format!("statistics {source:?}: error: {message}"));
+                        // The executor falls back to a scan and goes on using this
+                        // connection: keep it open.
+                        reply_error(&mut stream, message);
+                        continue;
+                    }
+                }
+            }
             ClientMessage::Stop => {
                 shared.log.line("stop requested");
                 let _ = write_frame(&mut stream, &DaemonMessage::Stopping);
@@ -130,6 +144,18 @@ fn status(shared: &Shared) -> DaemonStatus {
         },
         data_dir: shared.data_dir.clone(),
     }
+}
+
+fn statistics(
+    shared: &Shared,
+    source: &ScanSource,
+    columns: &[String],
+) -> Result<TableStatistics, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::stats::table_statistics(&shared.data_dir, source, columns, &shared.cache)
+    }))
+    .map_err(|_| "internal error: reading statistics panicked".to_owned())?
+    .map_err(|e| chain(&e))
 }
 
 fn describe(shared: &Shared, source: &ScanSource) -> Result<TableInfo, String> {

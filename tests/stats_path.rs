@@ -1,0 +1,425 @@
+//! `count(*)`, `count(x)`, `min(x)`, `max(x)` answered from Parquet statistics give
+//! exactly what the scan gives, and the statistics path is taken only where the
+//! statistics are exact.
+//!
+//! One daemon (`ringscan daemon run`, stdio detached, stopped on drop) serves a data
+//! directory; every case writes its own table there.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{
+    ArrayRef, Date32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
+};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use proptest::prelude::*;
+use ringscan_executor::session::{QueryOutcome, Session, SessionOptions};
+use ringscan_ipc::client::{socket_path, DaemonClient};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ringscan");
+
+/// A `ringscan daemon run` process; Drop asks it to stop, then kills it.
+struct Daemon {
+    child: Child,
+    data: PathBuf,
+}
+
+impl Daemon {
+    fn start(data: &Path) -> Self {
+        let log = File::create(data.with_extension("log")).expect("log file");
+        let child = Command::new(BIN)
+            .args(["daemon", "run", "--data"])
+            .arg(data)
+            .args(["--idle-timeout", "120s"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn the daemon");
+        let daemon = Self {
+            child,
+            data: data.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut c) = DaemonClient::connect(socket_path(data)) {
+                if c.ping().is_ok() {
+                    return daemon;
+                }
+            }
+            assert!(Instant::now() < deadline, "the daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn session(&self) -> Session {
+        let options = SessionOptions {
+            result_cache_bytes: 0,
+            ..SessionOptions::default()
+        };
+        let no_spawn = || Err(std::io::Error::other("the test starts the daemon"));
+        Session::open(&self.data, &no_spawn, &options).expect("session")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(c) = DaemonClient::connect(socket_path(&self.data)) {
+            let _ = c.with_timeout(Duration::from_secs(2)).stop();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("i", DataType::Int64, true),
+        Field::new("f", DataType::Float64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new("d", DataType::Date32, true),
+        Field::new("n", DataType::Int32, true),
+    ]))
+}
+
+/// One generated row.
+#[derive(Debug, Clone)]
+struct Row {
+    i: Option<i64>,
+    f: Option<f64>,
+    s: Option<String>,
+    ts: Option<i64>,
+    d: Option<i32>,
+}
+
+fn batch(rows: &[Row]) -> RecordBatch {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(rows.iter().map(|r| r.i).collect::<Int64Array>()),
+        Arc::new(rows.iter().map(|r| r.f).collect::<Float64Array>()),
+        Arc::new(rows.iter().map(|r| r.s.clone()).collect::<StringArray>()),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.ts)
+                .collect::<TimestampMicrosecondArray>()
+                .with_timezone("UTC"),
+        ),
+        Arc::new(rows.iter().map(|r| r.d).collect::<Date32Array>()),
+        Arc::new(Int32Array::from(vec![None; rows.len()])),
+    ];
+    RecordBatch::try_new(schema(), columns).expect("batch")
+}
+
+/// How one file is written.
+#[derive(Debug, Clone)]
+struct FileSpec {
+    rows: Vec<Row>,
+    row_group_rows: usize,
+    statistics: EnabledStatistics,
+    truncate: Option<usize>,
+}
+
+fn write(path: &Path, spec: &FileSpec) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(spec.row_group_rows.max(1)))
+        .set_statistics_enabled(spec.statistics)
+        .set_statistics_truncate_length(spec.truncate)
+        .build();
+    let file = File::create(path).expect("create");
+    let mut w = ArrowWriter::try_new(file, schema(), Some(props)).expect("writer");
+    w.write(&batch(&spec.rows)).expect("write");
+    w.close().expect("close");
+}
+
+fn float() -> impl Strategy<Value = Option<f64>> {
+    prop_oneof![
+        3 => (-1000.0f64..1000.0).prop_map(Some),
+        1 => Just(Some(f64::NAN)),
+        1 => Just(Some(-f64::NAN)),
+        1 => Just(Some(-0.0)),
+        1 => Just(Some(0.0)),
+        1 => Just(None),
+    ]
+}
+
+fn row() -> impl Strategy<Value = Row> {
+    (
+        prop::option::weighted(0.8, -50i64..50),
+        float(),
+        prop::option::weighted(0.8, "[a-c]{0,3}|[x-z]{20,40}"),
+        prop::option::weighted(0.8, -1_000_000_000i64..1_000_000_000),
+        prop::option::weighted(0.8, -1000i32..1000),
+    )
+        .prop_map(|(i, f, s, ts, d)| Row { i, f, s, ts, d })
+}
+
+fn file_spec() -> impl Strategy<Value = FileSpec> {
+    (
+        prop::collection::vec(row(), 1..40),
+        1usize..20,
+        prop_oneof![
+            4 => Just(EnabledStatistics::Chunk),
+            2 => Just(EnabledStatistics::Page),
+            1 => Just(EnabledStatistics::None),
+        ],
+        prop_oneof![Just(None), Just(Some(8usize)), Just(Some(64usize))],
+    )
+        .prop_map(|(rows, row_group_rows, statistics, truncate)| FileSpec {
+            rows,
+            row_group_rows,
+            statistics,
+            truncate,
+        })
+}
+
+const QUERIES: &[&str] = &[
+    "SELECT count(*) FROM {t}",
+    "SELECT count(*), count(i), min(i), max(i) FROM {t}",
+    "SELECT min(f), count(f) FROM {t}",
+    "SELECT max(f) FROM {t}",
+    "SELECT min(s), max(s), count(s) FROM {t}",
+    "SELECT min(ts), max(ts), min(d), max(d) FROM {t}",
+    "SELECT count(n), min(n), max(n) FROM {t}",
+    "SELECT max(i) - min(i) AS span, count(*) * 2 AS twice FROM {t}",
+    "SELECT count(*), min(i), max(i), min(f), min(s), max(s), min(ts), max(d), count(n), max(n) FROM {t}",
+];
+
+/// Every cell as text, floats by their bits: -0.0 and 0.0, or two NaNs, differ.
+fn cells(outcome: &QueryOutcome) -> (Vec<String>, Vec<String>) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type};
+    use arrow_array::Array;
+    let types = outcome
+        .result
+        .schema
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", f.name(), f.data_type()))
+        .collect();
+    let mut out = Vec::new();
+    for b in &outcome.result.batches {
+        for c in b.columns() {
+            for i in 0..c.len() {
+                let text = if c.is_null(i) {
+                    "NULL".to_owned()
+                } else {
+                    match c.data_type() {
+                        DataType::Float64 => {
+                            format!(
+                                "f64:{:x}",
+                                c.as_primitive::<Float64Type>().value(i).to_bits()
+                            )
+                        }
+                        DataType::Float32 => {
+                            format!(
+                                "f32:{:x}",
+                                c.as_primitive::<Float32Type>().value(i).to_bits()
+                            )
+                        }
+                        DataType::Timestamp(..) => {
+                            let raw = arrow_cast::cast(&c.slice(i, 1), &DataType::Int64)
+                                .expect("timestamp as integer");
+                            format!(
+                                "ts:{}",
+                                raw.as_primitive::<arrow_array::types::Int64Type>().value(0)
+                            )
+                        }
+                        _ => arrow_cast::display::array_value_to_string(c, i).expect("display"),
+                    }
+                };
+                out.push(text);
+            }
+        }
+    }
+    (types, out)
+}
+
+static TABLES: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn statistics_path_equals_the_scan_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let daemon = Daemon::start(&data);
+    let stats_session = RefCell::new(daemon.session());
+    let scan_session = RefCell::new(daemon.session());
+    scan_session.borrow_mut().set_use_statistics(false);
+    let taken = AtomicUsize::new(0);
+    let fell_back = AtomicUsize::new(0);
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(files in prop::collection::vec(file_spec(), 1..4))| {
+        let name = format!("t{}", TABLES.fetch_add(1, Ordering::Relaxed));
+        for (n, spec) in files.iter().enumerate() {
+            write(&data.join(&name).join(format!("part-{n}.parquet")), spec);
+        }
+        for q in QUERIES {
+            let sql = q.replace("{t}", &name);
+            let fast = stats_session.borrow_mut().query(&sql, false).expect("statistics session");
+            let slow = scan_session.borrow_mut().query(&sql, false).expect("scan session");
+            prop_assert!(!slow.from_statistics);
+            if fast.from_statistics {
+                taken.fetch_add(1, Ordering::Relaxed);
+                let scan = fast.scan.clone().unwrap_or_default();
+                prop_assert_eq!(scan.bytes_read, 0);
+                prop_assert_eq!(scan.rows_decoded, 0);
+            } else {
+                fell_back.fetch_add(1, Ordering::Relaxed);
+            }
+            prop_assert_eq!(cells(&fast), cells(&slow), "{}", sql);
+        }
+    });
+    let (taken, fell_back) = (taken.into_inner(), fell_back.into_inner());
+    assert!(taken > 20, "statistics path taken only {taken} times");
+    assert!(fell_back > 20, "scan fallback only {fell_back} times");
+}
+
+fn rows(n: i64) -> Vec<Row> {
+    (0..n)
+        .map(|k| Row {
+            i: (k % 10 != 3).then_some(k - 7),
+            f: Some(k as f64 / 4.0),
+            s: Some(format!("s{k:03}")),
+            ts: Some(1_700_000_000_000_000 + k),
+            d: Some(19_000 + k as i32),
+        })
+        .collect()
+}
+
+fn spec(rows: Vec<Row>) -> FileSpec {
+    FileSpec {
+        rows,
+        row_group_rows: 16,
+        statistics: EnabledStatistics::Chunk,
+        truncate: None,
+    }
+}
+
+#[test]
+fn statistics_path_is_taken_only_where_exact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write(&data.join("good/a.parquet"), &spec(rows(50)));
+    write(&data.join("good/b.parquet"), &spec(rows(20)));
+    let long: Vec<Row> = rows(30)
+        .into_iter()
+        .map(|mut r| {
+            r.s = r.s.map(|s| format!("{s}{}", "x".repeat(100)));
+            r
+        })
+        .collect();
+    write(
+        &data.join("long/a.parquet"),
+        &FileSpec {
+            truncate: Some(16),
+            ..spec(long)
+        },
+    );
+    write(&data.join("nostats/a.parquet"), &spec(rows(10)));
+    write(
+        &data.join("nostats/b.parquet"),
+        &FileSpec {
+            statistics: EnabledStatistics::None,
+            ..spec(rows(10))
+        },
+    );
+    write(&data.join("part/region=east/a.parquet"), &spec(rows(10)));
+    write(&data.join("part/region=west/a.parquet"), &spec(rows(10)));
+    let daemon = Daemon::start(&data);
+    let mut session = daemon.session();
+
+    let sql = "SELECT count(*), count(i), min(i), max(i), min(f), min(s), max(s), min(ts), max(d) FROM good";
+    let outcome = session.query(sql, false).expect("query");
+    assert!(
+        outcome.from_statistics,
+        "{}",
+        session.explain(sql).expect("explain")
+    );
+    let scan = outcome.scan.clone().expect("summary");
+    assert_eq!((scan.bytes_read, scan.rows_decoded), (0, 0));
+    assert_eq!((scan.files_considered, scan.row_groups_considered), (2, 6));
+    let (_, values) = cells(&outcome);
+    assert_eq!(values[..4], ["70", "63", "-7", "42"]);
+    let explain = session.explain(sql).expect("explain");
+    assert!(
+        explain.contains(
+            "answered from Parquet statistics (count, count(i), min(i), max(i), min(f), \
+             min(s), max(s), min(ts), max(d))"
+        ),
+        "{explain}"
+    );
+    let explain = session
+        .query(&format!("EXPLAIN {sql}"), false)
+        .expect("EXPLAIN")
+        .explain
+        .expect("text");
+    assert!(
+        explain.contains("answered from Parquet statistics"),
+        "{explain}"
+    );
+
+    for (sql, why) in [
+        ("SELECT max(f) FROM good", "NaN"),
+        ("SELECT count(*) FROM good WHERE i > 3", "WHERE"),
+        ("SELECT sum(i) FROM good", "cannot come from statistics"),
+        ("SELECT min(s) FROM long", "no exact min"),
+        ("SELECT max(s) FROM long", "no exact max"),
+        ("SELECT min(i) FROM nostats", "no exact min"),
+        ("SELECT count(i) FROM nostats", "null count"),
+        ("SELECT min(region) FROM part", "partition column"),
+    ] {
+        let outcome = session.query(sql, false).expect("query");
+        assert!(
+            !outcome.from_statistics,
+            "{sql} was answered from statistics"
+        );
+        let explain = session.explain(sql).expect("explain");
+        assert!(
+            explain.contains("not answered from Parquet statistics") && explain.contains(why),
+            "{sql}: {explain}"
+        );
+    }
+    // The shorter strings of `long` are exact, its count(*) too.
+    let outcome = session
+        .query("SELECT count(*), min(i) FROM long", false)
+        .expect("query");
+    assert!(outcome.from_statistics);
+    let outcome = session
+        .query("SELECT count(*) FROM nostats", false)
+        .expect("query");
+    assert!(
+        outcome.from_statistics,
+        "count(*) needs no column statistics"
+    );
+    let outcome = session
+        .query("SELECT count(*), max(i) FROM part", false)
+        .expect("query");
+    assert!(
+        outcome.from_statistics,
+        "file columns of a partitioned table"
+    );
+}
