@@ -507,7 +507,7 @@ fn file_schema(path: &Path, cache: &MetadataCache) -> Result<SchemaRef, TableErr
         },
     })?;
     let meta = cache
-        .get_or_load(path, &file, false)
+        .get_or_load(path, &file)
         .map_err(with_encryption_check)?;
     let arrow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         ArrowReaderMetadata::try_new(meta, ArrowReaderOptions::new())
