@@ -30,6 +30,13 @@ fn scan(
     (summary, closes)
 }
 
+fn file_bytes(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .map(|f| std::fs::metadata(f).expect("stat").len())
+        .sum()
+}
+
 #[test]
 fn close_ge_480_reads_under_15_percent() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -42,6 +49,7 @@ fn close_ge_480_reads_under_15_percent() {
     ringscan_generator::generate(&opts, &|_| {}).expect("generate");
     let files = ringscan_generator::inspect::parquet_files(&dir.path().join("ohlcv")).expect("ls");
 
+    eprintln!("ohlcv files: {} bytes", file_bytes(&files));
     let (all, all_closes) = scan(dir.path(), &files, None, &MetadataCache::new(16 << 20));
     let mut sorted = all_closes.clone();
     sorted.sort_by(f64::total_cmp);
@@ -150,8 +158,9 @@ fn rough_full_scan_throughput() {
     };
     let (one, two) = (ours(1), ours(2));
     eprintln!(
-        "2M bars, all columns: plain reader {plain:.3}s; ringscan 1 thread {one:.3}s ({:.2}x), \
+        "2M bars ({} bytes), all columns: plain reader {plain:.3}s; ringscan 1 thread {one:.3}s ({:.2}x), \
          2 threads {two:.3}s ({:.2}x)",
+        file_bytes(&files),
         plain / one,
         plain / two
     );
