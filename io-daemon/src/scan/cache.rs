@@ -31,7 +31,7 @@ pub struct CacheStats {
     pub bytes: usize,
     /// Page indexes (one kind of one column chunk) answered from the cache.
     pub page_index_hits: u64,
-    /// Page indexes read from the file and decoded.
+    /// Page indexes not in the cache: read from the file (where it has them).
     pub page_index_misses: u64,
     /// Page indexes held (an absent index, remembered as such, counts too).
     pub page_indexes: usize,
