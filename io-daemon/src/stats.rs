@@ -327,7 +327,7 @@ pub fn table_statistics(
             file: path.clone(),
             source,
         })?;
-        let meta = cache.get_or_load(&path, &file, false)?;
+        let meta = cache.get_or_load(&path, &file)?;
         let arrow_meta = ArrowReaderMetadata::try_new(meta.clone(), ArrowReaderOptions::new())
             .map_err(|source| ScanError::Corrupt {
                 file: path.clone(),

@@ -506,7 +506,7 @@ fn file_schema(path: &Path, cache: &MetadataCache) -> Result<SchemaRef, TableErr
         },
     })?;
     let meta = cache
-        .get_or_load(path, &file, false)
+        .get_or_load(path, &file)
         .map_err(with_encryption_check)?;
     let derived = cache.derived(&meta, path).map_err(with_encryption_check)?;
     Ok(Arc::clone(derived.arrow.schema()))

@@ -216,24 +216,158 @@ fn metadata_cache_hits_and_revalidates() {
     assert_eq!(c.stats().entries, 1);
     assert!(c.stats().bytes > 0);
 
-    // A predicate needs the page index: the footer parsed without it is parsed again,
-    // then reused.
+    // A predicate needs page indexes: they are loaded on their own, the footer is not
+    // parsed again.
     let mut filtered = Scan::new(dir.path(), &["a.parquet"]);
     filtered.predicate = Some(Predicate::compare("i", CmpOp::GtEq, Literal::Int(20)));
     let (summary, batches) = filtered.all(&c).expect("filtered");
     assert_eq!(ints(&batches, "i"), (20..25).collect::<Vec<_>>());
     assert_eq!(summary.row_groups_pruned, 2);
-    assert_eq!((c.stats().hits, c.stats().misses), (1, 2));
+    assert_eq!((c.stats().hits, c.stats().misses), (2, 1));
     filtered.all(&c).expect("filtered again");
-    scan.all(&c).expect("unfiltered, page index held");
-    assert_eq!((c.stats().hits, c.stats().misses), (3, 2));
+    scan.all(&c).expect("unfiltered");
+    assert_eq!((c.stats().hits, c.stats().misses), (4, 1));
 
     // Rewritten in place (new size and mtime): parsed again, new rows.
     write(&path, 40);
     let (_, third) = scan.all(&c).expect("rewritten");
     assert_eq!(ints(&third, "i"), (0..40).collect::<Vec<_>>());
-    assert_eq!((c.stats().hits, c.stats().misses), (3, 3));
+    assert_eq!((c.stats().hits, c.stats().misses), (4, 2));
     assert_eq!(c.stats().entries, 1);
+    assert_eq!(
+        c.stats().page_indexes,
+        0,
+        "the old version's indexes went with it"
+    );
+}
+
+/// `a` = 0..40, `b` = 2a, `c` = a % 7: four row groups of 10 rows, pages of 3.
+fn write_abc(path: &Path) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("a", DataType::Int64, false),
+        Field::new("b", DataType::Int64, false),
+        Field::new("c", DataType::Int64, false),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(0..40)),
+        Arc::new(Int64Array::from_iter_values((0..40).map(|a| 2 * a))),
+        Arc::new(Int64Array::from_iter_values((0..40).map(|a| a % 7))),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns).expect("batch");
+    let props = WriterProperties::builder()
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(10))
+        .set_data_page_row_count_limit(3)
+        .set_write_batch_size(3)
+        .build();
+    let file = File::create(path).expect("create");
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+#[test]
+fn page_indexes_load_per_column_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_abc(&dir.path().join("abc.parquet"));
+    let c = cache();
+    let query = |pred: Predicate, projection: &[&str]| {
+        let mut q = Scan::new(dir.path(), &["abc.parquet"]);
+        q.predicate = Some(pred);
+        q.projection = Some(projection.iter().map(|s| (*s).to_owned()).collect());
+        q.all(&c).expect("scan")
+    };
+    let ge = |column: &str, v: i64| Predicate::compare(column, CmpOp::GtEq, Literal::Int(v));
+
+    // Statistics keep only the last row group: one column index and one offset index,
+    // of `a` alone.
+    let (first, batches) = query(ge("a", 35), &["a"]);
+    assert_eq!(ints(&batches, "a"), (35..40).collect::<Vec<_>>());
+    assert_eq!(first.row_groups_pruned_by_stats, 3);
+    assert_eq!(
+        (first.column_indexes_loaded, first.offset_indexes_loaded),
+        (1, 1)
+    );
+    assert_eq!(first.page_index_cache_hits, 0);
+    assert!(first.page_index_bytes_read > 0);
+    assert!(first.pages_skipped > 0, "the page index pruned nothing");
+
+    // The same query again: no index byte read.
+    let (again, batches) = query(ge("a", 35), &["a"]);
+    assert_eq!(ints(&batches, "a"), (35..40).collect::<Vec<_>>());
+    assert_eq!(again.page_index_bytes_read, 0);
+    assert_eq!(
+        (again.column_indexes_loaded, again.offset_indexes_loaded),
+        (0, 0)
+    );
+    assert_eq!(again.page_index_cache_hits, 2);
+    assert_eq!(
+        again.bytes_read,
+        first.bytes_read - first.page_index_bytes_read
+    );
+
+    // Another predicate column: its column index only, and the offset indexes of the two
+    // columns read.
+    let (other, batches) = query(ge("b", 70), &["b", "c"]);
+    assert_eq!(
+        ints(&batches, "b"),
+        (35..40).map(|a| 2 * a).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        ints(&batches, "c"),
+        (35..40).map(|a| a % 7).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        (other.column_indexes_loaded, other.offset_indexes_loaded),
+        (1, 2)
+    );
+    assert_eq!(other.page_index_cache_hits, 0);
+    assert!(other.page_index_bytes_read > 0);
+
+    // Everything this one needs is cached by now.
+    let (mixed, batches) = query(ge("a", 35), &["a", "b"]);
+    assert_eq!(
+        ints(&batches, "b"),
+        (35..40).map(|a| 2 * a).collect::<Vec<_>>()
+    );
+    assert_eq!(mixed.page_index_bytes_read, 0);
+    assert_eq!(mixed.page_index_cache_hits, 3);
+
+    let stats = c.stats();
+    assert_eq!(stats.misses, 1, "the footer is parsed once");
+    assert_eq!(stats.page_indexes, 5);
+    assert_eq!((stats.page_index_hits, stats.page_index_misses), (5, 5));
+}
+
+#[test]
+fn page_indexes_count_against_the_byte_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_abc(&dir.path().join("abc.parquet"));
+    let probe = cache();
+    let scan = Scan::new(dir.path(), &["abc.parquet"]);
+    scan.all(&probe).expect("probe");
+    let footer = probe.stats().bytes;
+    let mut filtered = Scan::new(dir.path(), &["abc.parquet"]);
+    filtered.predicate = Some(Predicate::compare("a", CmpOp::GtEq, Literal::Int(0)));
+    filtered.all(&probe).expect("filtered");
+    let with_indexes = probe.stats().bytes;
+    assert!(with_indexes > footer, "{with_indexes} <= {footer}");
+    assert!(probe.stats().page_indexes > 0);
+
+    // Room for the footer only: the indexes are served but not kept, and the scan is right.
+    let c = MetadataCache::new(footer);
+    scan.all(&c).expect("footer");
+    for _ in 0..2 {
+        let (summary, batches) = filtered.all(&c).expect("filtered");
+        assert_eq!(ints(&batches, "a"), (0..40).collect::<Vec<_>>());
+        assert!(
+            summary.page_index_bytes_read > 0,
+            "not cached, so read again"
+        );
+    }
+    assert_eq!(c.stats().bytes, footer);
+    assert_eq!(c.stats().page_indexes, 0);
+    assert_eq!(c.stats().misses, 1);
 }
 
 #[test]

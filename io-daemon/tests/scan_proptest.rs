@@ -20,7 +20,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use proptest::prelude::*;
 use ringscan_io_daemon::scan::{scan_files, LateMaterialization, MetadataCache, ScanSpec};
-use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
+use ringscan_ipc::msg::{CmpOp, Literal, Predicate, ScanSummary};
 
 /// A cell as compared: floats by bit pattern, so NaN equals NaN and -0 differs from +0.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,31 +255,126 @@ fn engine() -> impl Strategy<Value = Engine> {
         })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check(
     rows: &Rows,
     layout: &Layout,
     pred: Option<&Predicate>,
     projection: Option<&[String]>,
-    (limit, offset): (Option<u64>, u64),
+    page: (Option<u64>, u64),
     batch_size: usize,
     engine: Engine,
 ) -> Result<(), TestCaseError> {
+    check_twice(
+        rows, layout, pred, projection, None, page, batch_size, engine,
+    )
+}
+
+/// [`check`] for `pred`, then again on the same cache (its page indexes now cached), then
+/// for `second` (other predicate columns and projection: some indexes cached, some not).
+#[allow(clippy::too_many_arguments)]
+fn check_twice(
+    rows: &Rows,
+    layout: &Layout,
+    pred: Option<&Predicate>,
+    projection: Option<&[String]>,
+    second: Option<(Option<&Predicate>, Option<&[String]>)>,
+    page: (Option<u64>, u64),
+    batch_size: usize,
+    engine: Engine,
+) -> Result<(), TestCaseError> {
+    let (limit, offset) = page;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write(dir.path(), rows, layout);
+    let cache = MetadataCache::new(1 << 20);
+    let first = scan_and_compare(
+        dir.path(),
+        &path,
+        &cache,
+        rows,
+        pred,
+        projection,
+        page,
+        batch_size,
+        engine,
+    )?;
+    let again = scan_and_compare(
+        dir.path(),
+        &path,
+        &cache,
+        rows,
+        pred,
+        projection,
+        page,
+        batch_size,
+        engine,
+    )?;
+    if pred.is_none() && limit != Some(0) {
+        // Unfiltered: the offset's whole row groups are never decoded.
+        let matching = rows.i.len() as u64;
+        let (rg, skip) = (layout.row_group_rows as u64, offset.min(matching));
+        let (mut whole, mut whole_rows) = (0, 0);
+        while whole_rows < matching && whole_rows + rg.min(matching - whole_rows) <= skip {
+            whole_rows += rg.min(matching - whole_rows);
+            whole += 1;
+        }
+        prop_assert_eq!(first.row_groups_skipped_by_offset, whole);
+        prop_assert!(first.rows_decoded <= matching - whole_rows, "{:?}", first);
+    }
+    // Everything the first scan loaded is cached: no index byte is read twice.
+    prop_assert_eq!(again.page_index_bytes_read, 0);
+    prop_assert_eq!(again.column_indexes_loaded, 0);
+    prop_assert_eq!(again.offset_indexes_loaded, 0);
+    if limit.is_none() {
+        // A limit stops the scan at a point that depends on the threads' timing.
+        prop_assert_eq!(
+            again.bytes_read + first.page_index_bytes_read,
+            first.bytes_read
+        );
+    }
+    if let Some((pred, projection)) = second {
+        scan_and_compare(
+            dir.path(),
+            &path,
+            &cache,
+            rows,
+            pred,
+            projection,
+            page,
+            batch_size,
+            engine,
+        )?;
+    }
+    // The footer was parsed once for all the scans (none, with a zero limit).
+    prop_assert!(cache.stats().misses <= 1);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn scan_and_compare(
+    root: &Path,
+    path: &Path,
+    cache: &MetadataCache,
+    rows: &Rows,
+    pred: Option<&Predicate>,
+    projection: Option<&[String]>,
+    (limit, offset): (Option<u64>, u64),
+    batch_size: usize,
+    engine: Engine,
+) -> Result<ScanSummary, TestCaseError> {
     let columns: Vec<String> = projection.map_or_else(
         || ["i", "f", "s"].map(str::to_owned).to_vec(),
         <[String]>::to_vec,
     );
-    let mut expected = reference(&path, pred, &columns);
+    let mut expected = reference(path, pred, &columns);
     let matching = expected.len() as u64;
     expected.drain(..usize::try_from(offset.min(matching)).expect("offset"));
     if let Some(l) = limit {
         expected.truncate(usize::try_from(l).expect("limit"));
     }
 
-    let cache = MetadataCache::new(1 << 20);
-    let files = [path];
-    let spec = ScanSpec::new(dir.path(), &files)
+    let files = [path.to_path_buf()];
+    let spec = ScanSpec::new(root, &files)
         .with_projection(projection)
         .with_predicate(pred)
         .with_limit(limit)
@@ -289,7 +384,7 @@ fn check(
         .with_prefetch(engine.prefetch, engine.prefetch_bytes)
         .with_late_materialization(engine.late);
     let mut batches = Vec::new();
-    let summary = scan_files(&spec, &cache, &mut |b: RecordBatch| {
+    let summary = scan_files(&spec, cache, &mut |b: RecordBatch| {
         batches.push(b);
         Ok(true)
     })
@@ -307,25 +402,29 @@ fn check(
     // A zero limit reads nothing, not even the footer.
     prop_assert_eq!(summary.files_considered, u64::from(limit != Some(0)));
     prop_assert!(summary.row_groups_pruned <= summary.row_groups_considered);
+    // Column indexes only for the predicate's columns, none without a predicate.
+    let pred_columns = pred.map_or(0, |p| {
+        let mut c = p.columns();
+        c.sort_unstable();
+        c.dedup();
+        c.len() as u64
+    });
+    prop_assert!(
+        summary.column_indexes_loaded <= summary.row_groups_considered * pred_columns,
+        "{} column indexes for {} row groups and {} predicate columns",
+        summary.column_indexes_loaded,
+        summary.row_groups_considered,
+        pred_columns
+    );
+    if pred.is_none() {
+        prop_assert_eq!(summary.offset_indexes_loaded, 0);
+        prop_assert_eq!(summary.page_index_bytes_read, 0);
+    }
+    prop_assert!(summary.page_index_bytes_read <= summary.bytes_read);
     if limit != Some(0) {
         prop_assert_eq!(summary.rows_skipped_by_offset, offset.min(matching));
     }
-    if pred.is_none() && limit != Some(0) {
-        // Unfiltered: the offset's whole row groups are never decoded.
-        let (rg, skip) = (layout.row_group_rows as u64, offset.min(matching));
-        let (mut whole, mut whole_rows) = (0, 0);
-        while whole_rows + rg.min(matching - whole_rows) <= skip && whole_rows < matching {
-            whole_rows += rg.min(matching - whole_rows);
-            whole += 1;
-        }
-        prop_assert_eq!(summary.row_groups_skipped_by_offset, whole);
-        prop_assert!(
-            summary.rows_decoded <= matching - whole_rows,
-            "{:?}",
-            summary
-        );
-    }
-    Ok(())
+    Ok(summary)
 }
 
 proptest! {
@@ -357,6 +456,31 @@ proptest! {
         engine in engine(),
     ) {
         check(&rows, &layout, None, projection.as_deref(), (limit, offset), batch_size, engine)?;
+    }
+
+    /// Page indexes cached by one query and reused, in part, by another with other
+    /// predicate columns and projection: the same rows as the naive reference each time.
+    #[test]
+    fn cached_page_indexes_give_the_same_rows(
+        rows in rows(),
+        layout in layout(),
+        pred in predicate(),
+        projection in projection(),
+        second_pred in prop::option::weighted(0.9, predicate()),
+        second_projection in projection(),
+        batch_size in 1usize..16,
+        engine in engine(),
+    ) {
+        check_twice(
+            &rows,
+            &layout,
+            Some(&pred),
+            projection.as_deref(),
+            Some((second_pred.as_ref(), second_projection.as_deref())),
+            (None, 0),
+            batch_size,
+            engine,
+        )?;
     }
 }
 

@@ -81,6 +81,12 @@ pub struct CacheStatus {
     pub bytes: u64,
     /// The budget.
     pub capacity_bytes: u64,
+    /// Page indexes (one kind, one row group, one column) answered from the cache.
+    pub page_index_hits: u64,
+    /// Page indexes read from files.
+    pub page_index_misses: u64,
+    /// Page indexes held.
+    pub page_indexes: u64,
 }
 
 /// What [`ClientMessage::Status`](crate::msg::ClientMessage::Status) answers.

@@ -445,6 +445,19 @@ pub struct ScanSummary {
     /// Bytes read from storage.
     #[serde(default)]
     pub bytes_read: u64,
+    /// Of `bytes_read`, page index bytes (column and offset indexes).
+    #[serde(default)]
+    pub page_index_bytes_read: u64,
+    /// Column indexes (one per row group and predicate column) read and decoded.
+    #[serde(default)]
+    pub column_indexes_loaded: u64,
+    /// Offset indexes (one per row group and read column) read and decoded.
+    #[serde(default)]
+    pub offset_indexes_loaded: u64,
+    /// Page indexes (either kind, per row group and column) served by the daemon's
+    /// metadata cache.
+    #[serde(default)]
+    pub page_index_cache_hits: u64,
     /// Rows decoded.
     #[serde(default)]
     pub rows_decoded: u64,
@@ -478,6 +491,10 @@ impl Default for ScanSummary {
             row_groups_skipped_by_offset: 0,
             rows_skipped_by_offset: 0,
             bytes_read: 0,
+            page_index_bytes_read: 0,
+            column_indexes_loaded: 0,
+            offset_indexes_loaded: 0,
+            page_index_cache_hits: 0,
             rows_decoded: 0,
             rows_emitted: 0,
             timings: ScanTimings::default(),

@@ -20,10 +20,12 @@ mod partition;
 mod range;
 mod row_group;
 
+use std::sync::Arc;
+
+use parquet::file::metadata::page_index::{PageIndexProvider, RowGroupPageIndex};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
 use ringscan_ipc::msg::Predicate;
-use std::sync::Arc;
 
 pub use bloom::MAX_BLOOM_FILTER_BYTES;
 pub use page::PagePruning;
@@ -59,6 +61,8 @@ pub struct FilePruner<'a> {
     meta: &'a ParquetMetaData,
     columns: Arc<ColumnMap>,
     file: String,
+    /// Page indexes loaded apart from the footer; `None`: the footer's own.
+    page_index: Option<Arc<dyn PageIndexProvider>>,
 }
 
 impl<'a> FilePruner<'a> {
@@ -79,7 +83,14 @@ impl<'a> FilePruner<'a> {
             meta,
             columns,
             file: file.into(),
+            page_index: None,
         }
+    }
+
+    /// Prune pages with `page_index` (loaded apart from the footer, say only for the
+    /// predicate's columns) instead of the metadata's own page index.
+    pub fn set_page_index(&mut self, page_index: Arc<dyn PageIndexProvider>) {
+        self.page_index = Some(page_index);
     }
 
     /// Whether row group `row_group` may hold a matching row.
@@ -120,7 +131,18 @@ impl<'a> FilePruner<'a> {
     /// metadata holds no page index.
     pub fn pages(&self, pred: &Predicate, row_group: usize) -> Result<PagePruning, PruneError> {
         self.check_row_group(row_group)?;
-        page::filter(self.meta, &self.columns, pred, row_group, &self.file)
+        let page_index = match &self.page_index {
+            Some(p) => RowGroupPageIndex::new(row_group, Some(Arc::clone(p))),
+            None => self.meta.page_index_for_row_group(row_group),
+        };
+        page::filter(
+            self.meta,
+            &page_index,
+            &self.columns,
+            pred,
+            row_group,
+            &self.file,
+        )
     }
 
     fn check_row_group(&self, row_group: usize) -> Result<(), PruneError> {

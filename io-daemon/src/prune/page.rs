@@ -7,6 +7,7 @@
 //! a page index falls back to its row-group statistics, which also hold for every row.
 
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::file::metadata::page_index::RowGroupPageIndex;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
@@ -69,6 +70,7 @@ impl Stats for SegmentStats<'_> {
 
 pub(crate) fn filter(
     meta: &ParquetMetaData,
+    page_index: &RowGroupPageIndex,
     columns: &ColumnMap,
     pred: &Predicate,
     row_group: usize,
@@ -84,7 +86,6 @@ pub(crate) fn filter(
         columns,
         row_group: rg,
     };
-    let page_index = meta.page_index_for_row_group(row_group);
     let invalid = |column: &str, reason: String| PruneError::InvalidPageIndex {
         file: file.to_owned(),
         row_group,

@@ -1,4 +1,5 @@
-//! A byte-bounded LRU cache of parsed Parquet footers.
+//! A byte-bounded LRU cache of parsed Parquet footers and of the page indexes loaded
+//! for them, column by column.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -11,30 +12,41 @@ use parquet::file::metadata::{
 };
 
 use super::derived::{Derived, DerivedCache};
+use super::page_index::{self, IndexKey, IndexLoad, LoadedIndex, SparsePageIndex};
+use super::source::ByteRangeSource;
 use super::{guard_panic, ScanError};
 
 /// Counters and occupancy of a [`MetadataCache`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Lookups answered from the cache.
+    /// Footer lookups answered from the cache.
     pub hits: u64,
-    /// Lookups that parsed the footer (absent, stale, or lacking the page index).
+    /// Footer lookups that parsed the footer (absent or stale).
     pub misses: u64,
-    /// Entries dropped to stay within the byte budget.
+    /// Files dropped (footer and page indexes together) to stay within the byte budget.
     pub evictions: u64,
-    /// Entries held.
+    /// Files held.
     pub entries: usize,
-    /// Their [`ParquetMetaData::memory_size`] total.
+    /// Their estimated memory: footers ([`ParquetMetaData::memory_size`]) and page
+    /// indexes together.
     pub bytes: usize,
+    /// Page indexes (one kind of one column chunk) answered from the cache.
+    pub page_index_hits: u64,
+    /// Page indexes not in the cache: read from the file (where it has them).
+    pub page_index_misses: u64,
+    /// Page indexes held (an absent index, remembered as such, counts too).
+    pub page_indexes: usize,
 }
 
 #[derive(Debug)]
 struct Entry {
     len: u64,
     mtime: Option<SystemTime>,
-    /// Whether the page index was asked for (`PageIndexPolicy::Optional`) when parsing.
-    page_index: bool,
+    /// The footer, parsed without any page index.
     meta: Arc<ParquetMetaData>,
+    /// Page indexes of this file version, loaded on demand.
+    indexes: HashMap<IndexKey, LoadedIndex>,
+    /// Footer and page indexes.
     bytes: usize,
     last_used: u64,
 }
@@ -47,13 +59,45 @@ struct Inner {
     stats: CacheStats,
 }
 
+impl Inner {
+    /// Evict least recently used entries other than `keep` until `extra` more bytes fit
+    /// in `capacity`; whether they do.
+    fn make_room(&mut self, capacity: usize, extra: usize, keep: Option<&Path>) -> bool {
+        while self.used + extra > capacity {
+            let Some(victim) = self
+                .entries
+                .iter()
+                .filter(|(p, _)| Some(p.as_path()) != keep)
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(p, _)| p.clone())
+            else {
+                return false;
+            };
+            if let Some(e) = self.entries.remove(&victim) {
+                self.used -= e.bytes;
+                self.stats.evictions += 1;
+            }
+        }
+        true
+    }
+
+    fn refresh_stats(&mut self) {
+        self.stats.entries = self.entries.len();
+        self.stats.bytes = self.used;
+        self.stats.page_indexes = self.entries.values().map(|e| e.indexes.len()).sum();
+    }
+}
+
 /// Parsed footers keyed by path and validated by (file size, mtime): a file rewritten in
-/// place is parsed again. Bounded by the sum of `ParquetMetaData::memory_size()`; the
-/// least recently used entries go first (eviction scans the entries, fine for the
-/// thousands of files a daemon holds). Shared by reference across scans (`&self`).
+/// place is parsed again. Bounded by the sum of `ParquetMetaData::memory_size()` and the
+/// page indexes' estimated sizes; the least recently used files go first (eviction scans
+/// the entries, fine for the thousands of files a daemon holds). Shared by reference
+/// across scans (`&self`).
 ///
-/// Page indexes are loaded only when asked for (a scan with a predicate): an entry parsed
-/// without them is replaced, and counted as a miss, the first time a predicate needs them.
+/// A footer is parsed once per file version, always without its page index. Page indexes
+/// are loaded separately ([`page_indexes`](Self::page_indexes)), only the kinds, row
+/// groups and columns a scan asks for, from their own byte ranges, and kept with the
+/// footer: the key of one is (file version, row group, column, kind).
 #[derive(Debug)]
 pub struct MetadataCache {
     capacity_bytes: usize,
@@ -98,14 +142,9 @@ impl MetadataCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The footer of `file` (opened from `path`), parsed or from the cache; with the page
-    /// index (where the file has one) when `page_index` is set.
-    pub fn get_or_load(
-        &self,
-        path: &Path,
-        file: &File,
-        page_index: bool,
-    ) -> Result<Arc<ParquetMetaData>, ScanError> {
+    /// The footer of `file` (opened from `path`), parsed or from the cache, without page
+    /// indexes (see [`page_indexes`](Self::page_indexes)).
+    pub fn get_or_load(&self, path: &Path, file: &File) -> Result<Arc<ParquetMetaData>, ScanError> {
         let io = |source| ScanError::Io {
             file: path.to_path_buf(),
             source,
@@ -117,7 +156,7 @@ impl MetadataCache {
             inner.tick += 1;
             let tick = inner.tick;
             if let Some(e) = inner.entries.get_mut(path) {
-                if e.len == len && e.mtime == mtime && (e.page_index || !page_index) {
+                if e.len == len && e.mtime == mtime {
                     e.last_used = tick;
                     let meta = Arc::clone(&e.meta);
                     inner.stats.hits += 1;
@@ -126,14 +165,9 @@ impl MetadataCache {
             }
             inner.stats.misses += 1;
         }
-        let policy = if page_index {
-            PageIndexPolicy::Optional
-        } else {
-            PageIndexPolicy::Skip
-        };
         let meta = guard_panic(path, || {
             ParquetMetaDataReader::new()
-                .with_page_index_policy(policy)
+                .with_page_index_policy(PageIndexPolicy::Skip)
                 .parse_and_finish(file)
                 .map_err(|source| ScanError::Corrupt {
                     file: path.to_path_buf(),
@@ -141,8 +175,76 @@ impl MetadataCache {
                 })
         })?;
         let meta = Arc::new(with_true_row_count(meta));
-        self.insert(path, len, mtime, page_index, &meta);
+        self.insert(path, len, mtime, &meta);
         Ok(meta)
+    }
+
+    /// The page indexes `wanted` of the file whose footer is `meta` (as returned by
+    /// [`get_or_load`](Self::get_or_load) for `path`), added to `into`: from the cache,
+    /// or read from `source` (just their byte ranges) and decoded, then cached with the
+    /// footer while it is cached and the budget allows. `load` counts what was read.
+    pub(crate) fn page_indexes(
+        &self,
+        path: &Path,
+        source: &dyn ByteRangeSource,
+        meta: &Arc<ParquetMetaData>,
+        wanted: &[IndexKey],
+        into: &mut SparsePageIndex,
+        load: &mut IndexLoad,
+    ) -> Result<(), ScanError> {
+        let mut missing = Vec::new();
+        {
+            let mut inner = self.lock();
+            let entry = inner
+                .entries
+                .get(path)
+                .filter(|e| Arc::ptr_eq(&e.meta, meta));
+            let mut hits = 0;
+            for &key in wanted {
+                match entry.and_then(|e| e.indexes.get(&key)) {
+                    Some(ix) => {
+                        into.insert(key, ix);
+                        hits += 1;
+                    }
+                    None => missing.push(key),
+                }
+            }
+            inner.stats.page_index_hits += hits;
+            inner.stats.page_index_misses += missing.len() as u64;
+            load.cache_hits += hits;
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let loaded = page_index::load(path, source, meta, &missing, load)?;
+        for (key, ix) in &loaded {
+            into.insert(*key, ix);
+        }
+
+        let mut inner = self.lock();
+        let Some(entry) = inner.entries.get(path) else {
+            return Ok(());
+        };
+        if !Arc::ptr_eq(&entry.meta, meta) {
+            return Ok(()); // Replaced by a newer version of the file meanwhile.
+        }
+        let fresh: Vec<(IndexKey, LoadedIndex)> = loaded
+            .into_iter()
+            .filter(|(k, _)| !entry.indexes.contains_key(k))
+            .collect();
+        let extra: usize = fresh.iter().map(|(_, ix)| ix.memory_bytes()).sum();
+        if !inner.make_room(self.capacity_bytes, extra, Some(path)) {
+            return Ok(()); // This file alone would exceed the budget: serve, don't keep.
+        }
+        let tick = inner.tick;
+        if let Some(entry) = inner.entries.get_mut(path) {
+            entry.indexes.extend(fresh);
+            entry.bytes += extra;
+            entry.last_used = tick;
+            inner.used += extra;
+        }
+        inner.refresh_stats();
+        Ok(())
     }
 
     fn insert(
@@ -150,7 +252,6 @@ impl MetadataCache {
         path: &Path,
         len: u64,
         mtime: Option<SystemTime>,
-        page_index: bool,
         meta: &Arc<ParquetMetaData>,
     ) {
         let bytes = meta.memory_size();
@@ -158,21 +259,7 @@ impl MetadataCache {
         if let Some(old) = inner.entries.remove(path) {
             inner.used -= old.bytes;
         }
-        if bytes <= self.capacity_bytes {
-            while inner.used + bytes > self.capacity_bytes {
-                let Some(victim) = inner
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, e)| e.last_used)
-                    .map(|(p, _)| p.clone())
-                else {
-                    break;
-                };
-                if let Some(e) = inner.entries.remove(&victim) {
-                    inner.used -= e.bytes;
-                    inner.stats.evictions += 1;
-                }
-            }
+        if bytes <= self.capacity_bytes && inner.make_room(self.capacity_bytes, bytes, None) {
             let last_used = inner.tick;
             inner.used += bytes;
             inner.entries.insert(
@@ -180,15 +267,14 @@ impl MetadataCache {
                 Entry {
                     len,
                     mtime,
-                    page_index,
                     meta: Arc::clone(meta),
+                    indexes: HashMap::new(),
                     bytes,
                     last_used,
                 },
             );
         }
-        inner.stats.entries = inner.entries.len();
-        inner.stats.bytes = inner.used;
+        inner.refresh_stats();
     }
 }
 

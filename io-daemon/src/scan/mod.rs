@@ -24,6 +24,7 @@ mod dynamic;
 mod error;
 mod file;
 mod filter;
+mod page_index;
 mod plan;
 mod source;
 mod task;
@@ -40,6 +41,7 @@ use ringscan_ipc::msg::{Predicate, ScanSummary};
 pub use cache::{CacheStats, MetadataCache};
 pub use dynamic::DynamicFilter;
 pub use error::ScanError;
+pub use page_index::{IndexKind, MAX_PAGE_INDEX_BYTES};
 pub use source::{ByteRangeSource, LocalFile};
 
 use crate::prune::{FilePruner, Verdict};

@@ -8,10 +8,13 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use arrow_schema::SchemaRef;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection, RowSelector};
-use parquet::file::metadata::ParquetMetaData;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataBuilder};
 use ringscan_ipc::msg::{Predicate, ScanSummary};
 
+use super::page_index::{IndexKey, IndexKind, IndexLoad, SparsePageIndex};
 use super::source::{ByteRangeSource, IoStats, LocalFile, Prefetched};
 use super::{guard_panic, micros, MetadataCache, ScanError, ScanSpec};
 use crate::prune::{FilePruner, PartitionValues, Verdict};
@@ -98,12 +101,14 @@ fn plan_inner(
         },
     })?;
     check_not_encrypted(path, &local)?;
-    // The page index serves predicates, and lets an offset skip whole pages.
-    let page_index = spec.predicate.is_some() || spec.offset > 0;
-    let meta = cache.get_or_load(path, local.file(), page_index)?;
+    let footer = cache.get_or_load(path, local.file())?;
     let source: Arc<dyn ByteRangeSource> = Arc::new(local);
-    let derived = cache.derived(&meta, path)?;
-    let arrow_meta = derived.arrow;
+    let corrupt = |source| ScanError::Corrupt {
+        file: path.to_path_buf(),
+        source,
+    };
+    let derived = cache.derived(&footer, path)?;
+    let arrow_meta = derived.arrow.clone();
     let file_schema = Arc::clone(arrow_meta.schema());
 
     // Columns: the output ones, and the file roots to decode.
@@ -153,7 +158,13 @@ fn plan_inner(
     rest_roots.sort_unstable();
 
     // Pruning.
+    let meta = &footer;
     let num_row_groups = meta.num_row_groups();
+    // Page indexes, loaded as pruning needs them: the predicate columns' (both kinds) for
+    // the row groups statistics and bloom filters keep, then the other read columns'
+    // offset indexes for the row groups that survive, for page-level IO.
+    let mut page_index = SparsePageIndex::default();
+    let mut index_load = IndexLoad::default();
     summary.row_groups_considered += num_row_groups as u64;
     let mut surviving: Vec<(usize, Option<RowSelection>, u64)> = Vec::new();
     match spec.predicate {
@@ -164,8 +175,8 @@ fn plan_inner(
             }
         }
         Some(pred) => {
-            let pruner = FilePruner::with_columns(
-                &meta,
+            let mut pruner = FilePruner::with_columns(
+                meta,
                 Arc::clone(&derived.columns),
                 path.display().to_string(),
             );
@@ -180,6 +191,25 @@ fn plan_inner(
             summary.timings.io_us += stats.micros.load(std::sync::atomic::Ordering::Relaxed);
             summary.row_groups_pruned_by_bloom +=
                 (by_stats.kept.len() - by_bloom.kept.len()) as u64;
+            let pred_leaves = leaves(meta, &pred_roots);
+            let wanted: Vec<IndexKey> = by_bloom
+                .kept
+                .iter()
+                .flat_map(|&g| {
+                    pred_leaves
+                        .iter()
+                        .flat_map(move |&c| [(g, c, IndexKind::Column), (g, c, IndexKind::Offset)])
+                })
+                .collect();
+            cache.page_indexes(
+                path,
+                &*source,
+                &footer,
+                &wanted,
+                &mut page_index,
+                &mut index_load,
+            )?;
+            pruner.set_page_index(Arc::new(page_index.clone()));
             for g in by_bloom.kept {
                 let pages = pruner.pages(pred, g)?;
                 summary.pages_considered += pages.pages_considered as u64;
@@ -200,14 +230,49 @@ fn plan_inner(
                 });
                 surviving.push((g, selection, pages.rows_selected));
             }
+            let rest_leaves = leaves(meta, &rest_roots);
+            let wanted: Vec<IndexKey> = surviving
+                .iter()
+                .flat_map(|&(g, _, _)| rest_leaves.iter().map(move |&c| (g, c, IndexKind::Offset)))
+                .collect();
+            cache.page_indexes(
+                path,
+                &*source,
+                &footer,
+                &wanted,
+                &mut page_index,
+                &mut index_load,
+            )?;
         }
     }
+    summary.bytes_read += index_load.bytes_read;
+    summary.timings.io_us += index_load.io_us;
+    summary.page_index_bytes_read += index_load.bytes_read;
+    summary.column_indexes_loaded += index_load.column_indexes_loaded;
+    summary.offset_indexes_loaded += index_load.offset_indexes_loaded;
+    summary.page_index_cache_hits += index_load.cache_hits;
     summary.row_groups_pruned += (num_row_groups - surviving.len()) as u64;
     if surviving.is_empty() {
         summary.files_pruned += 1;
         return Ok(Vec::new());
     }
 
+    // The reader skips pages by the offset indexes in the metadata it is given: the
+    // footer with exactly the loaded page indexes (a cheap copy; indexes are shared).
+    let (meta, arrow_meta) = if page_index.is_empty() {
+        (footer, arrow_meta)
+    } else {
+        let meta = Arc::new(
+            ParquetMetaDataBuilder::new_from_metadata((*footer).clone())
+                .set_page_index(Some(Arc::new(page_index)))
+                .build(),
+        );
+        let arrow_meta = guard_panic(path, || {
+            ArrowReaderMetadata::try_new(Arc::clone(&meta), ArrowReaderOptions::new())
+                .map_err(corrupt)
+        })?;
+        (meta, arrow_meta)
+    };
     let ctx = Arc::new(FileCtx {
         path: path.to_path_buf(),
         source,
@@ -245,6 +310,14 @@ fn plan_inner(
             }
         })
         .collect())
+}
+
+/// The leaf columns (as the footer numbers them) under the root columns `roots`.
+fn leaves(meta: &ParquetMetaData, roots: &[usize]) -> Vec<usize> {
+    let schema = meta.file_metadata().schema_descr();
+    (0..schema.num_columns())
+        .filter(|&c| roots.contains(&schema.get_column_root_idx(c)))
+        .collect()
 }
 
 fn push_unique<T: PartialEq>(v: &mut Vec<T>, x: T) {

@@ -141,6 +141,9 @@ fn status(shared: &Shared) -> DaemonStatus {
             entries: stats.entries as u64,
             bytes: stats.bytes as u64,
             capacity_bytes: shared.cache.capacity_bytes() as u64,
+            page_index_hits: stats.page_index_hits,
+            page_index_misses: stats.page_index_misses,
+            page_indexes: stats.page_indexes as u64,
         },
         data_dir: shared.data_dir.clone(),
     }

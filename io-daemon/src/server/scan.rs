@@ -377,6 +377,9 @@ fn run_scan(
             "misses": stats.misses,
             "entries": stats.entries,
             "bytes": stats.bytes,
+            "page_index_hits": stats.page_index_hits,
+            "page_index_misses": stats.page_index_misses,
+            "page_indexes": stats.page_indexes,
         },
     });
     Ok(summary)

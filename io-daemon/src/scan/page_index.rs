@@ -1,0 +1,279 @@
+//! Page indexes loaded column by column: only the column index of the predicate's
+//! columns and the offset index of the columns a scan reads page by page, decoded from
+//! their own byte ranges (never with the footer) and held in the [`MetadataCache`] next
+//! to the footer they belong to.
+//!
+//! [`SparsePageIndex`] hands the loaded indexes to parquet (pruning, the arrow reader's
+//! page skipping) as a [`PageIndexProvider`]: cached indexes are shared by `Arc`, never
+//! copied.
+//!
+//! [`MetadataCache`]: super::MetadataCache
+
+use std::collections::HashMap;
+use std::mem::size_of;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use parquet::file::metadata::page_index::PageIndexProvider;
+use parquet::file::metadata::ParquetMetaData;
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::page_index::index_reader::{decode_column_index, decode_offset_index};
+use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
+
+use super::source::{coalesce, ByteRangeSource};
+use super::{guard_panic, ScanError};
+
+/// The larger of the two page indexes of one column chunk is a few KiB in practice; a
+/// footer claiming more than this is refused rather than allocated.
+pub const MAX_PAGE_INDEX_BYTES: u64 = 64 << 20;
+
+/// Which of a column chunk's two page indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IndexKind {
+    /// Per-page min/max/null counts: what page pruning evaluates.
+    Column,
+    /// Page locations and first rows: what page-level IO and pruning cut on.
+    Offset,
+}
+
+/// One page index of one column chunk: `(row group, leaf column, kind)`.
+pub(crate) type IndexKey = (usize, usize, IndexKind);
+
+/// A decoded page index, or the file's word that the column chunk has none.
+#[derive(Debug, Clone)]
+pub(crate) enum LoadedIndex {
+    Column(Arc<ColumnIndexMetaData>),
+    Offset(Arc<OffsetIndexMetaData>),
+    /// The column chunk has no such index.
+    Absent,
+}
+
+impl LoadedIndex {
+    /// Estimated heap bytes, for the cache's byte budget.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        size_of::<Self>()
+            + match self {
+                Self::Column(ix) => column_index_bytes(ix),
+                Self::Offset(ix) => offset_index_bytes(ix),
+                Self::Absent => 0,
+            }
+    }
+}
+
+/// What loading page indexes did for one scan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct IndexLoad {
+    /// Bytes read from storage for page indexes.
+    pub(crate) bytes_read: u64,
+    /// Microseconds spent reading them.
+    pub(crate) io_us: u64,
+    /// Column indexes read and decoded.
+    pub(crate) column_indexes_loaded: u64,
+    /// Offset indexes read and decoded.
+    pub(crate) offset_indexes_loaded: u64,
+    /// Indexes (either kind, or the knowledge that there is none) served by the cache.
+    pub(crate) cache_hits: u64,
+}
+
+/// The page indexes a scan loaded, by `(row group, leaf column)`; everything else is
+/// `None` (as for a file without a page index).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SparsePageIndex {
+    column: HashMap<(usize, usize), Arc<ColumnIndexMetaData>>,
+    offset: HashMap<(usize, usize), Arc<OffsetIndexMetaData>>,
+}
+
+impl SparsePageIndex {
+    pub(crate) fn insert(&mut self, (row_group, column, _): IndexKey, index: &LoadedIndex) {
+        match index {
+            LoadedIndex::Column(ix) => {
+                self.column.insert((row_group, column), Arc::clone(ix));
+            }
+            LoadedIndex::Offset(ix) => {
+                self.offset.insert((row_group, column), Arc::clone(ix));
+            }
+            LoadedIndex::Absent => {}
+        }
+    }
+
+    /// Whether no index at all was found.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.column.is_empty() && self.offset.is_empty()
+    }
+}
+
+impl PageIndexProvider for SparsePageIndex {
+    fn has_offset_indexes(&self) -> bool {
+        !self.offset.is_empty()
+    }
+
+    fn has_column_indexes(&self) -> bool {
+        !self.column.is_empty()
+    }
+
+    fn column_index(&self, row_group: usize, column: usize) -> Option<&ColumnIndexMetaData> {
+        self.column.get(&(row_group, column)).map(|ix| &**ix)
+    }
+
+    fn offset_index(&self, row_group: usize, column: usize) -> Option<&OffsetIndexMetaData> {
+        self.offset.get(&(row_group, column)).map(|ix| &**ix)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Read and decode `wanted` (indexes missing from the cache) from `source`: one read per
+/// coalesced run of byte ranges. Every key gets an answer, [`LoadedIndex::Absent`] where
+/// the footer names no range.
+pub(crate) fn load(
+    path: &Path,
+    source: &dyn ByteRangeSource,
+    meta: &ParquetMetaData,
+    wanted: &[IndexKey],
+    load: &mut IndexLoad,
+) -> Result<Vec<(IndexKey, LoadedIndex)>, ScanError> {
+    let invalid = |(g, c, kind): IndexKey, reason: String| ScanError::Invalid {
+        file: path.to_path_buf(),
+        reason: format!("row group {g} column {c}: {kind:?} index {reason}"),
+    };
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut to_read: Vec<(IndexKey, Range<u64>)> = Vec::new();
+    for &key in wanted {
+        let (g, c, kind) = key;
+        let Some(chunk) = meta.row_groups().get(g).and_then(|rg| rg.columns().get(c)) else {
+            return Err(invalid(key, "names a column chunk the footer lacks".into()));
+        };
+        let range = match kind {
+            IndexKind::Column => chunk.column_index_range(),
+            IndexKind::Offset => chunk.offset_index_range(),
+        };
+        match range {
+            None => out.push((key, LoadedIndex::Absent)),
+            Some(r) if r.start > r.end || r.end > source.len() => {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "range {}..{} lies outside the file ({} bytes)",
+                        r.start,
+                        r.end,
+                        source.len()
+                    ),
+                ));
+            }
+            Some(r) if r.end - r.start > MAX_PAGE_INDEX_BYTES => {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "of {} bytes exceeds the {MAX_PAGE_INDEX_BYTES}-byte limit",
+                        r.end - r.start
+                    ),
+                ));
+            }
+            Some(r) => to_read.push((key, r)),
+        }
+    }
+    if to_read.is_empty() {
+        return Ok(out);
+    }
+
+    let merged = coalesce(
+        to_read.iter().map(|(_, r)| r.clone()).collect(),
+        source.coalesce_gap(),
+    );
+    let mut buffers: Vec<(u64, Bytes)> = Vec::with_capacity(merged.len());
+    for r in merged {
+        let start = Instant::now();
+        let bytes = source.read_range(r.clone()).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
+                file: path.to_path_buf(),
+                reason: e.to_string(),
+            },
+            _ => ScanError::Io {
+                file: path.to_path_buf(),
+                source: e,
+            },
+        })?;
+        load.bytes_read += bytes.len() as u64;
+        load.io_us += u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        buffers.push((r.start, bytes));
+    }
+
+    for (key, r) in to_read {
+        let (g, c, kind) = key;
+        // Every range lies inside one merged buffer: `coalesce` only grows ranges.
+        let i = buffers.partition_point(|(s, _)| *s <= r.start);
+        let slice = i
+            .checked_sub(1)
+            .and_then(|i| buffers.get(i))
+            .and_then(|(s, b)| {
+                let from = usize::try_from(r.start - s).ok()?;
+                let to = from.checked_add(usize::try_from(r.end - r.start).ok()?)?;
+                (to <= b.len()).then(|| b.slice(from..to))
+            })
+            .ok_or_else(|| invalid(key, "range was not read".into()))?;
+        let corrupt = |source| ScanError::Corrupt {
+            file: path.to_path_buf(),
+            source,
+        };
+        let index = guard_panic(path, || match kind {
+            IndexKind::Column => {
+                let column_type = meta.row_group(g).column(c).column_type();
+                decode_column_index(&slice, column_type)
+                    .map(|ix| LoadedIndex::Column(Arc::new(ix)))
+                    .map_err(corrupt)
+            }
+            IndexKind::Offset => decode_offset_index(&slice)
+                .map(|ix| LoadedIndex::Offset(Arc::new(ix)))
+                .map_err(corrupt),
+        })?;
+        match kind {
+            IndexKind::Column => load.column_indexes_loaded += 1,
+            IndexKind::Offset => load.offset_indexes_loaded += 1,
+        }
+        out.push((key, index));
+    }
+    Ok(out)
+}
+
+fn offset_index_bytes(ix: &OffsetIndexMetaData) -> usize {
+    size_of::<OffsetIndexMetaData>()
+        + ix.page_locations().len() * size_of::<PageLocation>()
+        + ix.unencoded_byte_array_data_bytes()
+            .map_or(0, |v| v.len() * size_of::<i64>())
+}
+
+fn column_index_bytes(ix: &ColumnIndexMetaData) -> usize {
+    let pages = usize::try_from(ix.num_pages()).unwrap_or(usize::MAX);
+    // Null page flags, null and NaN counts.
+    let common = pages.saturating_mul(1 + 2 * size_of::<i64>());
+    let histograms: usize = (0..pages)
+        .map(|p| {
+            ix.repetition_level_histogram(p).map_or(0, <[i64]>::len)
+                + ix.definition_level_histogram(p).map_or(0, <[i64]>::len)
+        })
+        .sum::<usize>()
+        * size_of::<i64>();
+    let values = match ix {
+        ColumnIndexMetaData::BOOLEAN(_) => pages * 2,
+        ColumnIndexMetaData::INT32(_) | ColumnIndexMetaData::FLOAT(_) => pages * 8,
+        ColumnIndexMetaData::INT64(_) | ColumnIndexMetaData::DOUBLE(_) => pages * 16,
+        ColumnIndexMetaData::INT96(_) => pages * 24,
+        ColumnIndexMetaData::BYTE_ARRAY(b) | ColumnIndexMetaData::FIXED_LEN_BYTE_ARRAY(b) => (0
+            ..pages)
+            .map(|p| {
+                2 * size_of::<Vec<u8>>()
+                    + b.min_value(p).map_or(0, <[u8]>::len)
+                    + b.max_value(p).map_or(0, <[u8]>::len)
+            })
+            .sum(),
+    };
+    size_of::<ColumnIndexMetaData>()
+        .saturating_add(common)
+        .saturating_add(histograms)
+        .saturating_add(values)
+}
