@@ -23,6 +23,11 @@ mod dynamic;
 mod error;
 mod file;
 mod filter;
+#[allow(
+    unsafe_code,
+    reason = "memory maps and the SIGBUS handler that guards them"
+)]
+mod mmap_guard;
 mod plan;
 mod source;
 mod task;
@@ -38,7 +43,7 @@ use ringscan_ipc::msg::{Predicate, ScanSummary};
 pub use cache::{CacheStats, MetadataCache};
 pub use dynamic::DynamicFilter;
 pub use error::ScanError;
-pub use source::{ByteRangeSource, LocalFile};
+pub use source::{ByteRangeSource, IoMode, LocalFile, MappedFile};
 
 use crate::prune::{FilePruner, Verdict};
 use plan::RgTask;
@@ -92,6 +97,8 @@ pub struct ScanSpec<'a> {
     pub dynamic_filter: Option<&'a DynamicFilter>,
     /// Raised by the caller to stop the scan ([`ScanError::Cancelled`]).
     pub cancel: Option<&'a AtomicBool>,
+    /// How local files are read.
+    pub io: IoMode,
 }
 
 impl<'a> ScanSpec<'a> {
@@ -115,6 +122,7 @@ impl<'a> ScanSpec<'a> {
             late_materialization: LateMaterialization::Auto,
             dynamic_filter: None,
             cancel: None,
+            io: IoMode::default(),
         }
     }
 
@@ -173,6 +181,12 @@ impl<'a> ScanSpec<'a> {
         self.cancel = cancel;
         self
     }
+
+    /// Sets [`io`](Self::io).
+    pub fn with_io(mut self, io: IoMode) -> Self {
+        self.io = io;
+        self
+    }
 }
 
 /// A batch sink: `Ok(true)` for more, `Ok(false)` to stop the scan (not an error).
@@ -210,7 +224,8 @@ pub fn scan_files(
                     let result = if exec.stopped() {
                         Ok(TaskOutput::default())
                     } else {
-                        guard_panic(&task.file.path, || task::run(&task, exec))
+                        let result = guard_panic(&task.file.path, || task::run(&task, exec));
+                        task::prefer_truncation(&task, result)
                     };
                     if done_tx.send((seq, result)).is_err() {
                         break;
@@ -324,6 +339,9 @@ impl Coordinator<'_, '_> {
             };
             self.next_emit += 1;
             let out = result?;
+            // Checked again just before the batches leave: decoded arrays may still point
+            // into a mapping (zero-copy) and be read by the sink.
+            out.check_poisoned()?;
             let s = &mut *self.summary;
             s.bytes_read += out.bytes_read;
             s.rows_decoded += out.rows_decoded;
@@ -331,6 +349,7 @@ impl Coordinator<'_, '_> {
             s.timings.decode_us += out.decode_us;
             s.timings.filter_us += out.filter_us;
             s.row_groups_late_materialized += u64::from(out.late);
+            let intact = out.intact.clone();
             for mut batch in out.batches {
                 if let Some(remaining) = self.remaining.as_mut() {
                     let n = usize::try_from(*remaining).unwrap_or(usize::MAX);
@@ -341,7 +360,15 @@ impl Coordinator<'_, '_> {
                 }
                 if batch.num_rows() > 0 {
                     self.summary.rows_emitted += batch.num_rows() as u64;
-                    if !sink(batch)? {
+                    let more = sink(batch)?;
+                    // The sink may have read pages that went away under a mapping: its
+                    // batch holds zeros, so the scan must not end as a success.
+                    if let Some((path, source)) = &intact {
+                        if source.poisoned() {
+                            return Err(ScanError::Truncated { file: path.clone() });
+                        }
+                    }
+                    if !more {
                         return Ok(());
                     }
                 }
