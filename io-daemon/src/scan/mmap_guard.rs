@@ -294,4 +294,49 @@ mod tests {
         }
         assert!(Mapping::map(&file, 0).is_err());
     }
+
+    const CHILD: &str = "RINGSCAN_FOREIGN_SIGBUS_CHILD";
+
+    /// The handler must not swallow faults outside its mappings: a SIGBUS in a mapping
+    /// it does not know still kills the process (checked in a child process, this test
+    /// binary run again for this test alone).
+    #[test]
+    fn a_foreign_sigbus_still_kills_the_process() {
+        use std::os::unix::process::ExitStatusExt as _;
+        use std::process::{Command, Stdio};
+
+        if std::env::var_os(CHILD).is_some() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f");
+            std::fs::write(&path, vec![1u8; 3 * 4096]).expect("write");
+            let file = File::open(&path).expect("open");
+            let ours = Mapping::map(&file, 3 * 4096).expect("map: installs the handler");
+            // SAFETY: a test of exactly the hazard: this map is not registered.
+            let foreign = unsafe { Mmap::map(&file) }.expect("map");
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|w| w.set_len(10))
+                .expect("truncate");
+            let byte = std::hint::black_box(&foreign[2 * 4096]);
+            // Not reached: the load above dies of SIGBUS.
+            println!("survived, read {byte}");
+            drop(ours);
+            std::process::exit(0);
+        }
+        let exe = std::env::current_exe().expect("test binary");
+        let status = Command::new(exe)
+            .args([
+                "--exact",
+                "scan::mmap_guard::tests::a_foreign_sigbus_still_kills_the_process",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run the child");
+        assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
+    }
 }

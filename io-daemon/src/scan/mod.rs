@@ -7,7 +7,8 @@
 //!
 //! Execution, on a small pool of worker threads: each task reads the byte ranges of the
 //! column chunks it needs (only the surviving pages) through a [`ByteRangeSource`]
-//! (positional reads for local files: see [`LocalFile`]), decodes them, evaluates the
+//! (positional reads for local files, [`LocalFile`], or zero-copy slices of a memory map,
+//! [`MappedFile`], safe when the file is truncated under it: see [`IoMode`]), decodes them, evaluates the
 //! predicate with Arrow kernels (SQL three-valued logic: only TRUE rows pass) and decodes
 //! the other output columns late, only for passing rows, when that pays (see `task`).
 //! At most `threads + prefetch_row_groups` tasks, and about `prefetch_bytes` of decoded
