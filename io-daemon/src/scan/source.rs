@@ -67,9 +67,12 @@ pub trait ByteRangeSource: Send + Sync + std::fmt::Debug {
 pub enum IoMode {
     /// Positional reads into fresh buffers ([`LocalFile`]).
     ///
-    /// The default: on the 10-million-row `ohlcv` full scan (`cargo bench -p
-    /// ringscan-io-daemon --bench scan`) the two modes measured within noise of each
-    /// other, so the simpler path stays the default (see the bench for the figures).
+    /// The default, by measurement: on the 10-million-row `ohlcv` full scan (`cargo
+    /// bench -p ringscan-io-daemon --bench scan -- full_10m`, one 70 MB file, on a
+    /// shared 2-core machine) memory maps were not faster. Medians, pread vs mmap: 1
+    /// thread 816 vs 1028 ms, 2 threads 846 vs 1076 ms (one run); 1145 vs 1126 ms and
+    /// 1105 vs 640 ms (another, under heavier load). No consistent winner, so this
+    /// (simpler, no signal handler) path stays the default.
     #[default]
     Pread,
     /// Zero-copy slices of a memory map ([`MappedFile`]), safe under truncation.
