@@ -189,11 +189,14 @@ struct Registration {
 
 impl Registration {
     fn claim() -> Option<Self> {
+        // Build the guard only for the slot won: a `Registration` dropped for a slot that
+        // was lost would free another mapping's slot (found by `then_some`, which
+        // evaluates eagerly: concurrent scans then died of SIGBUS).
         REGISTRY.iter().enumerate().find_map(|(index, slot)| {
             slot.state
                 .compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
-                .then_some(Self { index })
+                .then(|| Self { index })
         })
     }
 
@@ -293,6 +296,26 @@ mod tests {
             assert!(!m.poisoned());
         }
         assert!(Mapping::map(&file, 0).is_err());
+    }
+
+    /// Regression: claiming a slot freed every slot tried before it, so a mapping
+    /// opened after another left the first unregistered (and a truncation under it
+    /// killed the process).
+    #[test]
+    fn claiming_a_slot_leaves_the_others_registered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, [1u8; 10]).expect("write");
+        let file = File::open(&path).expect("open");
+        let first = Mapping::map(&file, 10).expect("map");
+        let others: Vec<Mapping> = (0..8)
+            .map(|_| Mapping::map(&file, 10).expect("map"))
+            .collect();
+        for m in std::iter::once(&first).chain(&others) {
+            let slot = m.registration.slot();
+            assert_eq!(slot.start.load(Ordering::Acquire), m.map.as_ptr() as usize);
+            assert_eq!(slot.state.load(Ordering::Acquire), CLAIMED);
+        }
     }
 
     const CHILD: &str = "RINGSCAN_FOREIGN_SIGBUS_CHILD";
