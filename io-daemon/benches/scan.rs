@@ -1,13 +1,15 @@
 //! The scan engine against parquet's plain `ParquetRecordBatchReader`, on `ohlcv` data
 //! from the generator (seed 42, written once under the target directory).
 //!
-//! - `full_10m`: every column of 10,000,000 bars, unfiltered: ringscan with 1 and 2
-//!   threads vs the plain reader in one thread.
+//! - `full_10m`: every column of 10,000,000 bars, unfiltered: parquet's plain reader in
+//!   one thread vs ringscan with positional reads (`pread`) and with memory maps
+//!   (`mmap`), each with 1 and 2 threads.
 //! - `close_ge_480`: 100,000 bars of one symbol (10,000-row row groups, 1,000-row pages),
 //!   `close >= 480` vs unfiltered, every column; the bytes read and the pruning counts
 //!   are printed once before measuring.
 //!
-//! `cargo bench -p ringscan-io-daemon --bench scan`
+//! `cargo bench -p ringscan-io-daemon --bench scan` (`-- full_10m` for the full scans
+//! only). The data is generated once, under `$CARGO_TARGET_DIR/bench-data`.
 
 use std::fs::File;
 use std::hint::black_box;
@@ -17,7 +19,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use ringscan_generator::{DatasetKind, GenerateOptions};
-use ringscan_io_daemon::scan::{scan_files, MetadataCache, ScanSpec};
+use ringscan_io_daemon::scan::{scan_files, IoMode, MetadataCache, ScanSpec};
 use ringscan_ipc::msg::{CmpOp, Literal, Predicate, ScanSummary};
 
 fn data_dir() -> PathBuf {
@@ -50,9 +52,20 @@ fn scan(
     pred: Option<&Predicate>,
     cache: &MetadataCache,
 ) -> ScanSummary {
+    scan_with(files, threads, pred, cache, IoMode::default())
+}
+
+fn scan_with(
+    files: &[PathBuf],
+    threads: usize,
+    pred: Option<&Predicate>,
+    cache: &MetadataCache,
+    io: IoMode,
+) -> ScanSummary {
     let spec = ScanSpec::new(Path::new("/"), files)
         .with_threads(threads)
-        .with_predicate(pred);
+        .with_predicate(pred)
+        .with_io(io);
     let mut rows = 0usize;
     let summary = scan_files(&spec, cache, &mut |b| {
         rows += b.num_rows();
@@ -83,17 +96,24 @@ fn full_scan(c: &mut Criterion) {
     let cache = MetadataCache::new(64 << 20);
     let mut group = c.benchmark_group("full_10m");
     group.throughput(Throughput::Elements(10_000_000));
+    // Few, long iterations: a shared 2-core machine, and minutes, not hours.
     group.sample_size(10);
-    group.measurement_time(Duration::from_secs(20));
+    group.warm_up_time(Duration::from_secs(2));
+    group.measurement_time(Duration::from_secs(15));
     group.bench_function("parquet_reader_1_thread", |b| {
         b.iter(|| plain_reader(&files))
     });
-    group.bench_function("ringscan_1_thread", |b| {
-        b.iter(|| scan(&files, 1, None, &cache))
-    });
-    group.bench_function("ringscan_2_threads", |b| {
-        b.iter(|| scan(&files, 2, None, &cache))
-    });
+    for io in [IoMode::Pread, IoMode::Mmap] {
+        for threads in [1, 2] {
+            let name = format!(
+                "ringscan_{io}_{threads}_thread{}",
+                if threads > 1 { "s" } else { "" }
+            );
+            group.bench_function(name, |b| {
+                b.iter(|| scan_with(&files, threads, None, &cache, io))
+            });
+        }
+    }
     group.finish();
 }
 

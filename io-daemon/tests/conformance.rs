@@ -14,7 +14,7 @@ use std::process::Command;
 
 use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
-use ringscan_io_daemon::scan::{scan_files, MetadataCache, ScanError, ScanSpec};
+use ringscan_io_daemon::scan::{scan_files, IoMode, MetadataCache, ScanError, ScanSpec};
 
 /// Files ringscan refuses: (file name, a substring of the error, why). Keep it short.
 const REFUSED: &[(&str, &str, &str)] = &[
@@ -246,4 +246,46 @@ fn parquet_testing_files_read_like_duckdb() {
         names.len(),
         failures.join("\n")
     );
+}
+
+/// Every file (`PARQUET_TEST_DATA`) scanned through memory maps (`IoMode::Mmap`) gives
+/// exactly what positional reads give: the same batches, or the same error.
+#[test]
+fn parquet_testing_files_read_the_same_through_memory_maps() {
+    let Some(data) = std::env::var_os("PARQUET_TEST_DATA").map(PathBuf::from) else {
+        skip("PARQUET_TEST_DATA is not set (point it at parquet-testing/data)");
+        return;
+    };
+    let scan = |path: &Path, io: IoMode| -> Result<Vec<RecordBatch>, String> {
+        let root = path.parent().unwrap_or(Path::new("/"));
+        let files = [path.to_path_buf()];
+        let spec = ScanSpec::new(root, &files).with_threads(2).with_io(io);
+        let cache = MetadataCache::new(64 << 20);
+        let mut batches = Vec::new();
+        scan_files(&spec, &cache, &mut |b| {
+            batches.push(b);
+            Ok(true)
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(batches)
+    };
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&data)
+        .expect("PARQUET_TEST_DATA is a directory")
+        .chain(
+            std::fs::read_dir(data.join("../bad_data"))
+                .into_iter()
+                .flatten(),
+        )
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".parquet") && p.is_file())
+        .collect();
+    names.sort();
+    assert!(!names.is_empty(), "no Parquet file in {}", data.display());
+    for path in &names {
+        let pread = scan(path, IoMode::Pread);
+        let mmap = scan(path, IoMode::Mmap);
+        assert_eq!(pread, mmap, "{}", path.display());
+    }
+    eprintln!("mmap conformance: {} files read the same", names.len());
 }

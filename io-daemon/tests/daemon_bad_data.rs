@@ -36,6 +36,16 @@ fn sorted_files(dir: &std::path::Path, suffix: &str) -> Vec<PathBuf> {
 
 #[test]
 fn bad_and_encrypted_files_are_errors_and_the_daemon_survives() {
+    bad_and_encrypted_files(&[]);
+}
+
+/// The same corpus read through memory maps (`--io mmap`).
+#[test]
+fn bad_and_encrypted_files_through_memory_maps() {
+    bad_and_encrypted_files(&["--io", "mmap"]);
+}
+
+fn bad_and_encrypted_files(daemon_args: &[&str]) {
     let Some(corpus) = corpus() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
@@ -62,7 +72,7 @@ fn bad_and_encrypted_files_are_errors_and_the_daemon_survives() {
         std::fs::copy(path, data.join(&table).join(&name)).unwrap();
         cases.push((table, name, is_encrypted));
     }
-    let daemon = Daemon::start(&data, &[]);
+    let daemon = Daemon::start(&data, daemon_args);
     let client = daemon.client();
     for (table, name, is_encrypted) in &cases {
         let request = ScanRequest::new(ScanSource::Table {

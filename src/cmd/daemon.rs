@@ -11,6 +11,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use ringscan_io_daemon::scan::IoMode;
 use ringscan_io_daemon::server::{self, log_path, parse_duration, state_dir, DaemonConfig};
 use ringscan_ipc::client::{ensure_daemon, socket_path, DaemonClient};
 
@@ -29,7 +30,7 @@ pub(crate) struct DaemonArgs {
 #[derive(Debug, clap::Subcommand)]
 enum Action {
     /// Serve in the foreground until stopped or idle.
-    Run(Opts),
+    Run(RunOpts),
     /// Start a daemon in the background (if none runs) and wait until it answers.
     Start(Opts),
     /// Show the running daemon's pid, uptime, scans and cache (exit 1 if none).
@@ -48,6 +49,20 @@ struct Opts {
     idle_timeout: Duration,
 }
 
+#[derive(Debug, clap::Args)]
+struct RunOpts {
+    #[command(flatten)]
+    opts: Opts,
+    /// How scans read local files: positional reads or memory maps (safe when a file is
+    /// truncated while mapped).
+    #[arg(long, value_name = "MODE", default_value_t = IoMode::default(), value_parser = parse_io_mode)]
+    io: IoMode,
+}
+
+fn parse_io_mode(s: &str) -> Result<IoMode, String> {
+    s.parse()
+}
+
 pub(crate) fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::Run(opts) => run_foreground(&opts),
@@ -57,10 +72,12 @@ pub(crate) fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn run_foreground(opts: &Opts) -> anyhow::Result<ExitCode> {
+fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
+    let opts = &run.opts;
     let data = data_dir(opts.data.as_deref());
     let mut config = DaemonConfig::new(&data);
     config.idle_timeout = opts.idle_timeout;
+    config.io_mode = run.io;
     server::run(config).with_context(|| format!("IO daemon for {}", data.display()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,4 +1,4 @@
-//! `ringscan-io --data DIR [--idle-timeout 10m] [--max-scans N] [--cache-bytes N]`: the
+//! `ringscan-io --data DIR [--idle-timeout 10m] [--max-scans N] [--cache-bytes N] [--io pread|mmap]`: the
 //! IO daemon in the foreground. Exits 0 when stopped or idle, 1 on an error (another
 //! daemon already serves the directory, say), 2 on a usage error.
 
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use ringscan_io_daemon::server::{parse_duration, run, DaemonConfig};
 
 const USAGE: &str =
-    "usage: ringscan-io --data DIR [--idle-timeout 10m] [--max-scans N] [--cache-bytes N]";
+    "usage: ringscan-io --data DIR [--idle-timeout 10m] [--max-scans N] [--cache-bytes N] [--io pread|mmap]";
 
 fn parse(args: &[String]) -> Result<DaemonConfig, String> {
     let mut data: Option<PathBuf> = None;
@@ -47,6 +47,7 @@ fn parse(args: &[String]) -> Result<DaemonConfig, String> {
                     .parse()
                     .map_err(|_| format!("--cache-bytes: invalid size {value:?}"))?;
             }
+            "--io" => config.io_mode = value.parse().map_err(|e| format!("--io: {e}"))?,
             other => return Err(format!("unknown argument {other:?}")),
         }
         i += 1;

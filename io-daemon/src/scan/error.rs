@@ -109,6 +109,15 @@ pub enum ScanError {
         /// What was seen.
         reason: String,
     },
+    /// The file shrank while it was mapped and being read ([`IoMode::Mmap`]): some of
+    /// the bytes read were zeros, not the file's, so nothing decoded from them is used.
+    ///
+    /// [`IoMode::Mmap`]: super::IoMode::Mmap
+    #[error("file {} was truncated while it was being read", .file.display())]
+    Truncated {
+        /// The file.
+        file: PathBuf,
+    },
     /// The caller's cancel flag was raised.
     #[error("scan cancelled")]
     Cancelled,

@@ -7,7 +7,8 @@
 //!
 //! Execution, on a small pool of worker threads: each task reads the byte ranges of the
 //! column chunks it needs (only the surviving pages) through a [`ByteRangeSource`]
-//! (positional reads for local files: see [`LocalFile`]), decodes them, evaluates the
+//! (positional reads for local files, [`LocalFile`], or zero-copy slices of a memory map,
+//! [`MappedFile`], safe when the file is truncated under it: see [`IoMode`]), decodes them, evaluates the
 //! predicate with Arrow kernels (SQL three-valued logic: only TRUE rows pass) and decodes
 //! the other output columns late, only for passing rows, when that pays (see `task`).
 //! At most `threads + prefetch_row_groups` tasks, and about `prefetch_bytes` of decoded
@@ -24,6 +25,11 @@ mod dynamic;
 mod error;
 mod file;
 mod filter;
+#[allow(
+    unsafe_code,
+    reason = "memory maps and the SIGBUS handler that guards them"
+)]
+mod mmap_guard;
 mod page_index;
 mod plan;
 mod source;
@@ -42,7 +48,7 @@ pub use cache::{CacheStats, MetadataCache};
 pub use dynamic::DynamicFilter;
 pub use error::ScanError;
 pub use page_index::{IndexKind, MAX_PAGE_INDEX_BYTES};
-pub use source::{ByteRangeSource, LocalFile};
+pub use source::{ByteRangeSource, IoMode, LocalFile, MappedFile};
 
 use crate::prune::{FilePruner, Verdict};
 use plan::RgTask;
@@ -100,6 +106,8 @@ pub struct ScanSpec<'a> {
     pub dynamic_filter: Option<&'a DynamicFilter>,
     /// Raised by the caller to stop the scan ([`ScanError::Cancelled`]).
     pub cancel: Option<&'a AtomicBool>,
+    /// How local files are read.
+    pub io: IoMode,
 }
 
 impl<'a> ScanSpec<'a> {
@@ -124,6 +132,7 @@ impl<'a> ScanSpec<'a> {
             late_materialization: LateMaterialization::Auto,
             dynamic_filter: None,
             cancel: None,
+            io: IoMode::default(),
         }
     }
 
@@ -188,6 +197,12 @@ impl<'a> ScanSpec<'a> {
         self.cancel = cancel;
         self
     }
+
+    /// Sets [`io`](Self::io).
+    pub fn with_io(mut self, io: IoMode) -> Self {
+        self.io = io;
+        self
+    }
 }
 
 /// A batch sink: `Ok(true)` for more, `Ok(false)` to stop the scan (not an error).
@@ -229,7 +244,8 @@ pub fn scan_files(
                     let result = if exec.stopped() {
                         Ok(TaskOutput::default())
                     } else {
-                        guard_panic(&task.file.path, || task::run(&task, exec))
+                        let result = guard_panic(&task.file.path, || task::run(&task, exec));
+                        task::prefer_truncation(&task, result)
                     };
                     if done_tx.send((seq, result)).is_err() {
                         break;
@@ -358,6 +374,9 @@ impl Coordinator<'_, '_> {
             };
             self.next_emit += 1;
             let out = result?;
+            // Checked again just before the batches leave: decoded arrays may still point
+            // into a mapping (zero-copy) and be read by the sink.
+            out.check_poisoned()?;
             let s = &mut *self.summary;
             s.bytes_read += out.bytes_read;
             s.rows_decoded += out.rows_decoded;
@@ -365,6 +384,7 @@ impl Coordinator<'_, '_> {
             s.timings.decode_us += out.decode_us;
             s.timings.filter_us += out.filter_us;
             s.row_groups_late_materialized += u64::from(out.late);
+            let intact = out.intact.clone();
             for mut batch in out.batches {
                 if self.to_skip > 0 {
                     let n = batch.num_rows() as u64;
@@ -383,7 +403,15 @@ impl Coordinator<'_, '_> {
                 }
                 if batch.num_rows() > 0 {
                     self.summary.rows_emitted += batch.num_rows() as u64;
-                    if !sink(batch)? {
+                    let more = sink(batch)?;
+                    // The sink may have read pages that went away under a mapping: its
+                    // batch holds zeros, so the scan must not end as a success.
+                    if let Some((path, source)) = &intact {
+                        if source.poisoned() {
+                            return Err(ScanError::Truncated { file: path.clone() });
+                        }
+                    }
+                    if !more {
                         return Ok(());
                     }
                 }

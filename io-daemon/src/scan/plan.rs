@@ -15,7 +15,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataBuilder};
 use ringscan_ipc::msg::{Predicate, ScanSummary};
 
 use super::page_index::{IndexKey, IndexKind, IndexLoad, SparsePageIndex};
-use super::source::{ByteRangeSource, IoStats, LocalFile, Prefetched};
+use super::source::{ByteRangeSource, IoMode, IoStats, LocalFile, MappedFile, Prefetched};
 use super::{guard_panic, micros, MetadataCache, ScanError, ScanSpec};
 use crate::prune::{FilePruner, PartitionValues, Verdict};
 
@@ -102,7 +102,15 @@ fn plan_inner(
     })?;
     check_not_encrypted(path, &local)?;
     let footer = cache.get_or_load(path, local.file())?;
-    let source: Arc<dyn ByteRangeSource> = Arc::new(local);
+    let source: Arc<dyn ByteRangeSource> = match spec.io {
+        IoMode::Pread => Arc::new(local),
+        // A file that cannot be mapped (too many mapped at once, say) is read with
+        // positional reads: slower perhaps, never wrong.
+        IoMode::Mmap => match MappedFile::from_local(path, &local) {
+            Ok(mapped) => Arc::new(mapped),
+            Err(_) => Arc::new(local),
+        },
+    };
     let corrupt = |source| ScanError::Corrupt {
         file: path.to_path_buf(),
         source,
@@ -186,7 +194,15 @@ fn plan_inner(
             let direct = Prefetched::direct(Arc::clone(&source), Arc::clone(&stats));
             let by_bloom = guard_panic(path, || {
                 Ok(pruner.bloom_filters(&direct, pred, &by_stats.kept)?)
-            })?;
+            });
+            // Zeros read from a shrunken mapping would make an empty filter, which prunes
+            // every row group: check before believing it.
+            if source.verify_intact().is_err() {
+                return Err(ScanError::Truncated {
+                    file: path.to_path_buf(),
+                });
+            }
+            let by_bloom = by_bloom?;
             summary.bytes_read += stats.bytes.load(std::sync::atomic::Ordering::Relaxed);
             summary.timings.io_us += stats.micros.load(std::sync::atomic::Ordering::Relaxed);
             summary.row_groups_pruned_by_bloom +=

@@ -14,6 +14,7 @@
 //! decoded in one pass with no mask work at all.
 
 use std::ops::Range;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,7 +29,7 @@ use ringscan_ipc::msg::Predicate;
 
 use super::file::{project, project_schema, with_partitions};
 use super::plan::{FileCtx, RgTask};
-use super::source::{IoStats, Prefetched};
+use super::source::{ByteRangeSource, IoStats, Prefetched};
 use super::{filter, micros, LateMaterialization, ScanError};
 
 /// Scan-wide settings a task needs.
@@ -60,11 +61,43 @@ pub(crate) struct TaskOutput {
     pub(crate) decode_us: u64,
     pub(crate) filter_us: u64,
     pub(crate) late: bool,
+    /// The file and its source, to check before and after handing the batches on.
+    pub(crate) intact: Option<(PathBuf, Arc<dyn ByteRangeSource>)>,
+}
+
+impl TaskOutput {
+    /// [`ScanError::Truncated`] when a read of the task's file returned zeros.
+    pub(crate) fn check_poisoned(&self) -> Result<(), ScanError> {
+        match &self.intact {
+            Some((path, source)) if source.poisoned() => {
+                Err(ScanError::Truncated { file: path.clone() })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A failed task on a file that shrank under its mapping failed because of that (the
+/// decoder read zeros): say so rather than "corrupt".
+pub(crate) fn prefer_truncation(
+    task: &RgTask,
+    result: Result<TaskOutput, ScanError>,
+) -> Result<TaskOutput, ScanError> {
+    match result {
+        Err(ScanError::Cancelled) => Err(ScanError::Cancelled),
+        Err(_) if task.file.source.verify_intact().is_err() => Err(ScanError::Truncated {
+            file: task.file.path.clone(),
+        }),
+        other => other,
+    }
 }
 
 pub(crate) fn run(task: &RgTask, ex: &Exec<'_>) -> Result<TaskOutput, ScanError> {
     let io = Arc::new(IoStats::default());
-    let mut out = TaskOutput::default();
+    let mut out = TaskOutput {
+        intact: Some((task.file.path.clone(), Arc::clone(&task.file.source))),
+        ..TaskOutput::default()
+    };
     let result = run_inner(task, ex, &io, &mut out);
     out.bytes_read = io.bytes.load(Ordering::Relaxed);
     out.io_us = io.micros.load(Ordering::Relaxed);
@@ -441,5 +474,12 @@ fn read(
         })?);
     }
     out.decode_us += micros(start);
+    // Decoded from the file's bytes, or from zeros where a mapped file shrank under us:
+    // the check comes after the decode, before anything decoded is trusted.
+    ctx.source
+        .verify_intact()
+        .map_err(|_| ScanError::Truncated {
+            file: ctx.path.clone(),
+        })?;
     Ok(batches)
 }

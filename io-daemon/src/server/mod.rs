@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::scan::MetadataCache;
+use crate::scan::{IoMode, MetadataCache};
 
 pub use self::log::{Log, MAX_LOG_BYTES};
 
@@ -55,6 +55,8 @@ pub struct DaemonConfig {
     pub max_concurrent_scans: usize,
     /// Budget of the footer cache.
     pub metadata_cache_bytes: usize,
+    /// How scans read local files ([`IoMode::default`] unless told).
+    pub io_mode: IoMode,
 }
 
 impl DaemonConfig {
@@ -72,6 +74,7 @@ impl DaemonConfig {
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             max_concurrent_scans: Self::DEFAULT_MAX_CONCURRENT_SCANS,
             metadata_cache_bytes: Self::DEFAULT_METADATA_CACHE_BYTES,
+            io_mode: IoMode::default(),
         }
     }
 
