@@ -60,7 +60,7 @@ pub(crate) struct QueryArgs {
     stats_json: Option<PathBuf>,
     /// Shared-memory ring per scan, in MiB (results larger than the ring are copied out
     /// of it as they arrive).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     ring_mib: u32,
 }
 

@@ -317,6 +317,7 @@ fn run_scan(
     let mut counters = Counters::open(CounterScope::Process);
     let span = counters.start();
     let mut ring_wait = Duration::ZERO;
+    let mut rows_pushed = 0u64;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut sink = |batch: RecordBatch| -> Result<bool, ScanError> {
             if shared.stopping.load(Ordering::Acquire)
@@ -342,7 +343,10 @@ fn run_scan(
                 Err(e) => Err(e),
             };
             match pushed {
-                Ok(()) => Ok(true),
+                Ok(()) => {
+                    rows_pushed += batch.num_rows() as u64;
+                    Ok(true)
+                }
                 Err(RingError::Cancelled { .. }) => Ok(false),
                 Err(e) => Err(ScanError::Sink(chain(&e))),
             }
@@ -351,6 +355,13 @@ fn run_scan(
     }));
     let mut summary = match outcome {
         Ok(Ok(summary)) => summary,
+        // The client's cancel, seen by the scan between row groups rather than by the
+        // sink: as much a normal end as the sink's. Which of the two sees it first is
+        // timing, so the client must get a summary either way (what was sent).
+        Ok(Err(ScanError::Cancelled)) if control.cancelled.load(Ordering::Acquire) => ScanSummary {
+            rows_emitted: rows_pushed,
+            ..ScanSummary::default()
+        },
         Ok(Err(e)) => {
             return Err(match table::encrypted_error(&e) {
                 Some(encrypted) => chain(&encrypted),
