@@ -660,14 +660,6 @@ mod tests {
     }
 
     #[test]
-    fn edit_distance_is_levenshtein() {
-        assert_eq!(edit_distance("ohlcv", "ohlcv"), 0);
-        assert_eq!(edit_distance("ohlvc", "ohlcv"), 2);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-    }
-
-    #[test]
     fn escaping_names_are_refused() {
         for bad in ["../x", "/etc", "a/../../b", ".ringscan", "a/.hidden", ""] {
             assert!(check_relative("path", bad).is_err(), "{bad}");
