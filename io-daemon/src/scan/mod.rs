@@ -13,7 +13,11 @@
 //! the other output columns late, only for passing rows, when that pays (see `task`).
 //! At most `threads + prefetch_row_groups` tasks, and about `prefetch_bytes` of decoded
 //! data, are in flight, so reading and decoding row group k+1 overlaps handing row group
-//! k to the sink.
+//! k to the sink. Each task streams its batches to the coordinator as they are decoded,
+//! over a channel of a few batches, so a row group's worth of decoded memory is never
+//! live at once: the plain reader's footprint, and no fresh pages to fault in per row
+//! group (this took the one-thread full scan of 10M rows from 1.35x parquet's plain
+//! reader to 1.04-1.25x, measured under load).
 //!
 //! Batches go to the sink in file order and row order; a limit stops scheduling once
 //! met, `Ok(false)` from the sink or the cancel flag stops the scan. The summary reports
@@ -38,6 +42,7 @@ mod task;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
@@ -53,6 +58,9 @@ pub use source::{ByteRangeSource, IoMode, LocalFile, MappedFile};
 use crate::prune::{FilePruner, Verdict};
 use plan::RgTask;
 use task::{Exec, TaskOutput};
+
+/// A task's file and how it is read.
+type TaskFile = (PathBuf, Arc<dyn ByteRangeSource>);
 
 /// Whether to decode the non-predicate output columns only for the rows that passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -208,8 +216,19 @@ impl<'a> ScanSpec<'a> {
 /// A batch sink: `Ok(true)` for more, `Ok(false)` to stop the scan (not an error).
 pub type Sink<'s> = dyn FnMut(RecordBatch) -> Result<bool, ScanError> + 's;
 
-type Job = (u64, RgTask);
-type Done = (u64, Result<TaskOutput, ScanError>);
+/// What a worker sends back for one task, on that task's own channel: its batches as
+/// they are decoded, then its end.
+enum TaskMsg {
+    Batch(RecordBatch),
+    Done(Result<TaskOutput, ScanError>),
+}
+
+/// A task for a worker: its sequence number, the row group, and where its output goes.
+type Job = (u64, RgTask, crossbeam_channel::Sender<TaskMsg>);
+
+/// Batches a task may have decoded ahead of the sink (per task in flight): the bound on
+/// decoded memory is a few batches per task, not a row group.
+const TASK_CHANNEL_BATCHES: usize = 4;
 
 /// Run a scan, handing batches to `sink` in file order and row order. An error stops the
 /// scan (batches already handed over stay handed over); so does `Ok(false)` from the sink
@@ -231,30 +250,32 @@ pub fn scan_files(
     };
     let threads = spec.threads.max(1);
     let (job_tx, job_rx) = crossbeam_channel::bounded::<Job>(threads + spec.prefetch_row_groups);
-    let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
     let result = std::thread::scope(|scope| {
         // Workers start on demand, one per queued row group up to `threads`: a scan that
         // pruned everything starts none, a one-row-group scan starts one. Starting a thread
         // costs tens of microseconds (more with the scan's inherited counters), which was
         // a visible share of a small query's time.
         let mut spawn_worker = || {
-            let (job_rx, done_tx, exec) = (job_rx.clone(), done_tx.clone(), &exec);
+            let (job_rx, exec) = (job_rx.clone(), &exec);
             scope.spawn(move || {
-                for (seq, task) in job_rx {
+                // A task whose receiver is gone (the scan ended) just stops; the worker
+                // goes on to drain the queue until the coordinator closes it.
+                for (_seq, task, out) in job_rx {
                     let result = if exec.stopped() {
                         Ok(TaskOutput::default())
                     } else {
-                        let result = guard_panic(&task.file.path, || task::run(&task, exec));
+                        let mut emit = |b: RecordBatch| out.send(TaskMsg::Batch(b)).is_ok();
+                        let result =
+                            guard_panic(&task.file.path, || task::run(&task, exec, &mut emit));
                         task::prefer_truncation(&task, result)
                     };
-                    if done_tx.send((seq, result)).is_err() {
-                        break;
-                    }
+                    let _ = out.send(TaskMsg::Done(result));
                 }
             });
         };
         let mut coordinator = Coordinator {
             spec,
+            stop: &stop,
             cache,
             summary: &mut summary,
             files: spec.files.iter(),
@@ -263,6 +284,7 @@ pub fn scan_files(
             next_seq: 0,
             next_emit: 0,
             pending: BTreeMap::new(),
+            outputs: BTreeMap::new(),
             in_flight: 0,
             in_flight_bytes: 0,
             estimates: BTreeMap::new(),
@@ -270,9 +292,11 @@ pub fn scan_files(
             remaining: spec.limit,
             to_skip: spec.offset,
         };
-        let result = coordinator.run(&job_tx, &done_rx, sink, threads, &mut spawn_worker);
+        let result = coordinator.run(&job_tx, sink, threads, &mut spawn_worker);
         stop.store(true, Ordering::Relaxed);
         drop(job_tx);
+        // Dropping the tasks' receivers stops workers that are still sending.
+        drop(coordinator);
         result
     });
     summary.timings.total_us = micros(start);
@@ -281,6 +305,8 @@ pub fn scan_files(
 
 struct Coordinator<'s, 'c> {
     spec: &'c ScanSpec<'s>,
+    /// The workers' stop flag (see [`Exec`]).
+    stop: &'c AtomicBool,
     cache: &'c MetadataCache,
     summary: &'c mut ScanSummary,
     files: std::slice::Iter<'s, PathBuf>,
@@ -288,8 +314,11 @@ struct Coordinator<'s, 'c> {
     planning_done: bool,
     next_seq: u64,
     next_emit: u64,
-    /// Finished tasks (or planning errors) waiting for their turn.
-    pending: BTreeMap<u64, Result<TaskOutput, ScanError>>,
+    /// Planning errors waiting for their turn.
+    pending: BTreeMap<u64, ScanError>,
+    /// The output channels of the tasks in flight, and their files' sources (checked
+    /// after the sink has read each batch, which may point into a mapping).
+    outputs: BTreeMap<u64, (crossbeam_channel::Receiver<TaskMsg>, TaskFile)>,
     in_flight: usize,
     in_flight_bytes: u64,
     estimates: BTreeMap<u64, u64>,
@@ -306,7 +335,6 @@ impl Coordinator<'_, '_> {
     fn run(
         &mut self,
         jobs: &crossbeam_channel::Sender<Job>,
-        done: &crossbeam_channel::Receiver<Done>,
         sink: &mut Sink<'_>,
         threads: usize,
         spawn_worker: &mut dyn FnMut(),
@@ -345,81 +373,108 @@ impl Coordinator<'_, '_> {
                     spawn_worker();
                     workers += 1;
                 }
-                if jobs.send((seq, task)).is_err() {
+                let (out_tx, out_rx) = crossbeam_channel::bounded(TASK_CHANNEL_BATCHES);
+                let file = (task.file.path.clone(), Arc::clone(&task.file.source));
+                self.outputs.insert(seq, (out_rx, file));
+                if jobs.send((seq, task, out_tx)).is_err() {
                     return Err(ScanError::Sink("scan worker pool stopped".into()));
                 }
             }
             if self.next_emit == self.next_seq {
                 return Ok(()); // Nothing planned or outstanding: done.
             }
-            let wait = Instant::now();
-            while !self.pending.contains_key(&self.next_emit) {
-                self.check_cancel()?;
-                match done.recv_timeout(Duration::from_millis(20)) {
-                    Ok((seq, result)) => {
-                        self.in_flight -= 1;
-                        let est = self.estimates.remove(&seq).unwrap_or(0);
-                        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(est);
-                        self.pending.insert(seq, result);
-                    }
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                        return Err(ScanError::Sink("scan workers exited".into()));
-                    }
-                }
+            let seq = self.next_emit;
+            if let Some(e) = self.pending.remove(&seq) {
+                return Err(e);
             }
-            self.summary.timings.wait_us += micros(wait);
-            let Some(result) = self.pending.remove(&self.next_emit) else {
-                continue;
+            let Some((out_rx, (path, source))) = self.outputs.remove(&seq) else {
+                return Err(ScanError::Sink(format!("scan task {seq} has no output")));
             };
-            self.next_emit += 1;
-            let out = result?;
-            // Checked again just before the batches leave: decoded arrays may still point
-            // into a mapping (zero-copy) and be read by the sink.
-            out.check_poisoned()?;
-            let s = &mut *self.summary;
-            s.bytes_read += out.bytes_read;
-            s.rows_decoded += out.rows_decoded;
-            s.timings.io_us += out.io_us;
-            s.timings.decode_us += out.decode_us;
-            s.timings.filter_us += out.filter_us;
-            s.row_groups_late_materialized += u64::from(out.late);
-            let intact = out.intact.clone();
-            for mut batch in out.batches {
-                if self.to_skip > 0 {
-                    let n = batch.num_rows() as u64;
-                    let skip = self.to_skip.min(n);
-                    self.to_skip -= skip;
-                    self.summary.rows_skipped_by_offset += skip;
-                    let skip = usize::try_from(skip).unwrap_or(usize::MAX);
-                    batch = batch.slice(skip, batch.num_rows() - skip);
-                }
-                if let Some(remaining) = self.remaining.as_mut() {
-                    let n = usize::try_from(*remaining).unwrap_or(usize::MAX);
-                    if batch.num_rows() > n {
-                        batch = batch.slice(0, n);
-                    }
-                    *remaining -= batch.num_rows() as u64;
-                }
-                if batch.num_rows() > 0 {
-                    self.summary.rows_emitted += batch.num_rows() as u64;
-                    let more = sink(batch)?;
-                    // The sink may have read pages that went away under a mapping: its
-                    // batch holds zeros, so the scan must not end as a success.
-                    if let Some((path, source)) = &intact {
-                        if source.poisoned() {
-                            return Err(ScanError::Truncated { file: path.clone() });
+            // The task's batches, in order, as its worker decodes them.
+            let stats = loop {
+                let wait = Instant::now();
+                let msg = loop {
+                    self.check_cancel()?;
+                    match out_rx.recv_timeout(Duration::from_millis(20)) {
+                        Ok(msg) => break msg,
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                            return Err(ScanError::Sink("scan workers exited".into()));
                         }
                     }
-                    if !more {
-                        return Ok(());
+                };
+                self.summary.timings.wait_us += micros(wait);
+                match msg {
+                    TaskMsg::Batch(batch) => {
+                        if !self.emit(batch, sink)? {
+                            self.end_early(&out_rx);
+                            return Ok(());
+                        }
+                        // The sink may have read pages that went away under a mapping:
+                        // its batch holds zeros, so the scan must not end as a success.
+                        if source.poisoned() {
+                            return Err(ScanError::Truncated { file: path });
+                        }
                     }
+                    TaskMsg::Done(result) => break result?,
                 }
-                if self.remaining == Some(0) {
-                    return Ok(());
-                }
+            };
+            self.next_emit += 1;
+            self.in_flight -= 1;
+            let est = self.estimates.remove(&seq).unwrap_or(0);
+            self.in_flight_bytes = self.in_flight_bytes.saturating_sub(est);
+            self.account(&stats);
+        }
+    }
+
+    /// Adds a finished task's counters to the summary.
+    fn account(&mut self, stats: &TaskOutput) {
+        let s = &mut *self.summary;
+        s.bytes_read += stats.bytes_read;
+        s.rows_decoded += stats.rows_decoded;
+        s.timings.io_us += stats.io_us;
+        s.timings.decode_us += stats.decode_us;
+        s.timings.filter_us += stats.filter_us;
+        s.row_groups_late_materialized += u64::from(stats.late);
+    }
+
+    /// The scan is complete before the task that `out` belongs to: stop the workers and
+    /// wait for that task's end (it stops after the batch it is decoding), so that the
+    /// summary counts what it read and decoded.
+    fn end_early(&mut self, out: &crossbeam_channel::Receiver<TaskMsg>) {
+        self.stop.store(true, Ordering::Relaxed);
+        for msg in out {
+            if let TaskMsg::Done(Ok(stats)) = msg {
+                self.account(&stats);
             }
         }
+    }
+
+    /// Applies the offset and the limit to `batch` and hands what is left to the sink:
+    /// `Ok(false)` when the scan is complete (the limit is met or the sink said stop).
+    fn emit(&mut self, mut batch: RecordBatch, sink: &mut Sink<'_>) -> Result<bool, ScanError> {
+        if self.to_skip > 0 {
+            let n = batch.num_rows() as u64;
+            let skip = self.to_skip.min(n);
+            self.to_skip -= skip;
+            self.summary.rows_skipped_by_offset += skip;
+            let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+            batch = batch.slice(skip, batch.num_rows() - skip);
+        }
+        if let Some(remaining) = self.remaining.as_mut() {
+            let n = usize::try_from(*remaining).unwrap_or(usize::MAX);
+            if batch.num_rows() > n {
+                batch = batch.slice(0, n);
+            }
+            *remaining -= batch.num_rows() as u64;
+        }
+        if batch.num_rows() > 0 {
+            self.summary.rows_emitted += batch.num_rows() as u64;
+            if !sink(batch)? {
+                return Ok(false);
+            }
+        }
+        Ok(self.remaining != Some(0))
     }
 
     /// Applies the offset to an unfiltered scan's next row group: `false` when the
@@ -482,7 +537,7 @@ impl Coordinator<'_, '_> {
             match plan::plan_file(self.spec, &path, self.cache, self.summary) {
                 Ok(tasks) => self.planned.extend(tasks),
                 Err(e) => {
-                    self.pending.insert(self.next_seq, Err(e));
+                    self.pending.insert(self.next_seq, e);
                     self.next_seq += 1;
                     self.planning_done = true;
                     return None;

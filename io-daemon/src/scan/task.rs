@@ -14,7 +14,6 @@
 //! decoded in one pass with no mask work at all.
 
 use std::ops::Range;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +28,7 @@ use ringscan_ipc::msg::Predicate;
 
 use super::file::{project, project_schema, with_partitions};
 use super::plan::{FileCtx, RgTask};
-use super::source::{ByteRangeSource, IoStats, Prefetched};
+use super::source::{IoStats, Prefetched};
 use super::{filter, micros, LateMaterialization, ScanError};
 
 /// Scan-wide settings a task needs.
@@ -50,10 +49,9 @@ impl Exec<'_> {
     }
 }
 
-/// A task's batches and counters.
+/// A task's counters (its batches went to its [`Emit`] as they were decoded).
 #[derive(Debug, Default)]
 pub(crate) struct TaskOutput {
-    pub(crate) batches: Vec<RecordBatch>,
     /// Rows decoded (each row once, whichever columns and phases).
     pub(crate) rows_decoded: u64,
     pub(crate) bytes_read: u64,
@@ -61,21 +59,11 @@ pub(crate) struct TaskOutput {
     pub(crate) decode_us: u64,
     pub(crate) filter_us: u64,
     pub(crate) late: bool,
-    /// The file and its source, to check before and after handing the batches on.
-    pub(crate) intact: Option<(PathBuf, Arc<dyn ByteRangeSource>)>,
 }
 
-impl TaskOutput {
-    /// [`ScanError::Truncated`] when a read of the task's file returned zeros.
-    pub(crate) fn check_poisoned(&self) -> Result<(), ScanError> {
-        match &self.intact {
-            Some((path, source)) if source.poisoned() => {
-                Err(ScanError::Truncated { file: path.clone() })
-            }
-            _ => Ok(()),
-        }
-    }
-}
+/// Where a task's output batches go, in row order: `false` when the scan no longer
+/// wants them (the task then stops).
+pub(crate) type Emit<'e> = dyn FnMut(RecordBatch) -> bool + 'e;
 
 /// A failed task on a file that shrank under its mapping failed because of that (the
 /// decoder read zeros): say so rather than "corrupt".
@@ -92,13 +80,28 @@ pub(crate) fn prefer_truncation(
     }
 }
 
-pub(crate) fn run(task: &RgTask, ex: &Exec<'_>) -> Result<TaskOutput, ScanError> {
+/// Runs one row-group task, handing its batches to `emit` as they are ready: an
+/// unfiltered task batch by batch as they are decoded (a row group's worth of decoded
+/// memory is never live at once), a filtered one once its predicate has been applied.
+pub(crate) fn run(
+    task: &RgTask,
+    ex: &Exec<'_>,
+    emit: &mut Emit<'_>,
+) -> Result<TaskOutput, ScanError> {
     let io = Arc::new(IoStats::default());
-    let mut out = TaskOutput {
-        intact: Some((task.file.path.clone(), Arc::clone(&task.file.source))),
-        ..TaskOutput::default()
+    let mut out = TaskOutput::default();
+    let ctx = &*task.file;
+    // A batch leaves only if no read of a mapped file has faulted so far (the decoder
+    // would have read zeros); the coordinator checks again after its sink has read it.
+    let mut emit = |batch: RecordBatch| -> Result<bool, ScanError> {
+        if ctx.source.poisoned() {
+            return Err(ScanError::Truncated {
+                file: ctx.path.clone(),
+            });
+        }
+        Ok(emit(batch))
     };
-    let result = run_inner(task, ex, &io, &mut out);
+    let result = run_inner(task, ex, &io, &mut out, &mut emit);
     out.bytes_read = io.bytes.load(Ordering::Relaxed);
     out.io_us = io.micros.load(Ordering::Relaxed);
     result.map(|()| out)
@@ -109,10 +112,12 @@ fn run_inner(
     ex: &Exec<'_>,
     io: &Arc<IoStats>,
     out: &mut TaskOutput,
+    emit: &mut dyn FnMut(RecordBatch) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
     let ctx = &*task.file;
     let Some(pred) = ex.predicate else {
-        let batches = read(
+        // No mask work at all: each decoded batch is projected and handed on.
+        return read_each(
             ctx,
             task,
             &ctx.rest_roots,
@@ -121,14 +126,14 @@ fn run_inner(
             ex,
             io,
             out,
-        )?;
-        out.rows_decoded += rows(&batches);
-        let start = Instant::now();
-        for b in batches {
-            out.batches.push(assemble(ctx, &b)?);
-        }
-        out.filter_us += micros(start);
-        return Ok(());
+            &mut |b, out| {
+                out.rows_decoded += b.num_rows() as u64;
+                let start = Instant::now();
+                let b = assemble(ctx, &b)?;
+                out.filter_us += micros(start);
+                emit(b)
+            },
+        );
     };
 
     // Phase 1: the predicate's columns, on the page-selected rows.
@@ -166,11 +171,14 @@ fn run_inner(
         return Ok(());
     }
     if ctx.rest_roots.is_empty() {
-        let start = Instant::now();
         for b in pred_kept.iter().filter(|b| b.num_rows() > 0) {
-            out.batches.push(assemble(ctx, b)?);
+            let start = Instant::now();
+            let b = assemble(ctx, b)?;
+            out.filter_us += micros(start);
+            if !emit(b)? {
+                break;
+            }
         }
-        out.filter_us += micros(start);
         return Ok(());
     }
 
@@ -232,21 +240,21 @@ fn run_inner(
         kept
     };
 
-    let start = Instant::now();
-    let mut offset = 0;
-    for r in rest.into_iter().filter(|b| b.num_rows() > 0) {
-        let n = r.num_rows();
-        if offset + n > pred_kept.num_rows() {
-            return Err(mismatch(ctx, task));
-        }
-        let joined = zip(&pred_kept.slice(offset, n), &r, ctx)?;
-        offset += n;
-        out.batches.push(assemble(ctx, &joined)?);
-    }
-    if offset != pred_kept.num_rows() {
+    if rows(&rest) != pred_kept.num_rows() as u64 {
         return Err(mismatch(ctx, task));
     }
-    out.filter_us += micros(start);
+    let mut offset = 0;
+    for r in rest.into_iter().filter(|b| b.num_rows() > 0) {
+        let start = Instant::now();
+        let n = r.num_rows();
+        let joined = zip(&pred_kept.slice(offset, n), &r, ctx)?;
+        offset += n;
+        let b = assemble(ctx, &joined)?;
+        out.filter_us += micros(start);
+        if !emit(b)? {
+            break;
+        }
+    }
     Ok(())
 }
 
@@ -401,6 +409,8 @@ fn ranges(
 
 /// Fetch and decode `roots` of the task's row group on `selection`; zero-column batches
 /// with row counts when `roots` is empty (no IO at all).
+/// Decodes `roots` of the task's row group (under `selection`, up to `limit` rows) and
+/// collects the batches.
 #[allow(clippy::too_many_arguments)]
 fn read(
     ctx: &FileCtx,
@@ -412,6 +422,42 @@ fn read(
     io: &Arc<IoStats>,
     out: &mut TaskOutput,
 ) -> Result<Vec<RecordBatch>, ScanError> {
+    let mut batches = Vec::new();
+    read_each(
+        ctx,
+        task,
+        roots,
+        selection,
+        limit,
+        ex,
+        io,
+        out,
+        &mut |b, _| {
+            batches.push(b);
+            Ok(true)
+        },
+    )?;
+    Ok(batches)
+}
+
+/// What [`read_each`] hands each decoded batch to: `Ok(false)` stops the read.
+type EachBatch<'f> = dyn FnMut(RecordBatch, &mut TaskOutput) -> Result<bool, ScanError> + 'f;
+
+/// Decodes `roots` of the task's row group (under `selection`, up to `limit` rows),
+/// handing each batch to `each` as soon as it is decoded. `decode_us` counts the
+/// decoding only, not the time `each` takes.
+#[allow(clippy::too_many_arguments)]
+fn read_each(
+    ctx: &FileCtx,
+    task: &RgTask,
+    roots: &[usize],
+    selection: Option<RowSelection>,
+    limit: Option<usize>,
+    ex: &Exec<'_>,
+    io: &Arc<IoStats>,
+    out: &mut TaskOutput,
+    each: &mut EachBatch<'_>,
+) -> Result<(), ScanError> {
     let batch_size = ex.batch_size.max(1);
     if roots.is_empty() {
         let total = match &selection {
@@ -420,14 +466,15 @@ fn read(
         };
         let total = limit.map_or(total, |l| total.min(l));
         let schema = Arc::new(Schema::empty());
-        let mut batches = Vec::new();
         let mut done = 0;
         while done < total {
             let n = batch_size.min(total - done);
-            batches.push(row_count_batch(Arc::clone(&schema), n, ctx)?);
+            if !each(row_count_batch(Arc::clone(&schema), n, ctx)?, out)? {
+                break;
+            }
             done += n;
         }
-        return Ok(batches);
+        return Ok(());
     }
     let ranges = ranges(ctx, task, roots, selection.as_ref())?;
     let data =
@@ -443,7 +490,7 @@ fn read(
                 },
             }
         })?;
-    let start = Instant::now();
+    let mut start = Instant::now();
     let mask = ProjectionMask::roots(
         ctx.meta.file_metadata().schema_descr(),
         roots.iter().copied(),
@@ -459,27 +506,29 @@ fn read(
     if let Some(l) = limit {
         builder = builder.with_limit(l);
     }
-    let reader = builder.build().map_err(|source| ScanError::Corrupt {
+    let mut reader = builder.build().map_err(|source| ScanError::Corrupt {
         file: ctx.path.clone(),
         source,
     })?;
-    let mut batches = Vec::new();
-    for b in reader {
-        if ex.stopped() {
+    while !ex.stopped() {
+        let Some(batch) = reader.next() else {
             break;
-        }
-        batches.push(b.map_err(|source| ScanError::Decode {
+        };
+        let batch = batch.map_err(|source| ScanError::Decode {
             file: ctx.path.clone(),
             source,
-        })?);
+        })?;
+        out.decode_us += micros(start);
+        if !each(batch, out)? {
+            break;
+        }
+        start = Instant::now();
     }
     out.decode_us += micros(start);
-    // Decoded from the file's bytes, or from zeros where a mapped file shrank under us:
-    // the check comes after the decode, before anything decoded is trusted.
     ctx.source
         .verify_intact()
         .map_err(|_| ScanError::Truncated {
             file: ctx.path.clone(),
         })?;
-    Ok(batches)
+    Ok(())
 }
