@@ -292,7 +292,11 @@ pub fn scan_files(
             remaining: spec.limit,
             to_skip: spec.offset,
         };
-        let result = coordinator.run(&job_tx, sink, threads, &mut spawn_worker);
+        let result = if threads == 1 {
+            coordinator.run_inline(&exec, sink)
+        } else {
+            coordinator.run(&job_tx, sink, threads, &mut spawn_worker)
+        };
         stop.store(true, Ordering::Relaxed);
         drop(job_tx);
         // Dropping the tasks' receivers stops workers that are still sending.
@@ -349,23 +353,9 @@ impl Coordinator<'_, '_> {
             while self.in_flight < max_in_flight
                 && (self.in_flight == 0 || self.in_flight_bytes < self.spec.prefetch_bytes as u64)
             {
-                let Some(mut task) = self.next_task() else {
+                let Some((seq, task)) = self.schedule_next() else {
                     break;
                 };
-                if self.spec.predicate.is_none()
-                    && self.to_skip > 0
-                    && !self.skip_at_planning(&mut task)
-                {
-                    continue;
-                }
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                if self.spec.predicate.is_none() {
-                    task.limit = self.spec.limit.map(|l| {
-                        usize::try_from(l.saturating_sub(self.scheduled_rows)).unwrap_or(usize::MAX)
-                    });
-                }
-                self.scheduled_rows += task.rows;
                 self.in_flight += 1;
                 self.in_flight_bytes += task.estimated_bytes;
                 self.estimates.insert(seq, task.estimated_bytes);
@@ -424,6 +414,77 @@ impl Coordinator<'_, '_> {
             let est = self.estimates.remove(&seq).unwrap_or(0);
             self.in_flight_bytes = self.in_flight_bytes.saturating_sub(est);
             self.account(&stats);
+        }
+    }
+
+    /// The next task to run, numbered, with the offset and the limit applied to it.
+    fn schedule_next(&mut self) -> Option<(u64, RgTask)> {
+        loop {
+            let mut task = self.next_task()?;
+            if self.spec.predicate.is_none()
+                && self.to_skip > 0
+                && !self.skip_at_planning(&mut task)
+            {
+                continue;
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            if self.spec.predicate.is_none() {
+                task.limit = self.spec.limit.map(|l| {
+                    usize::try_from(l.saturating_sub(self.scheduled_rows)).unwrap_or(usize::MAX)
+                });
+            }
+            self.scheduled_rows += task.rows;
+            return Some((seq, task));
+        }
+    }
+
+    /// A one-thread scan: each task runs on this thread, its batches going straight to
+    /// the sink. No worker, no hand-over per batch, and batches are freed on the thread
+    /// that allocated them: the same work as parquet's plain reader plus the pruning.
+    fn run_inline(&mut self, exec: &Exec<'_>, sink: &mut Sink<'_>) -> Result<(), ScanError> {
+        loop {
+            self.check_cancel()?;
+            if self.remaining == Some(0) {
+                return Ok(());
+            }
+            let Some((seq, task)) = self.schedule_next() else {
+                // A planning error is queued at the sequence number it took.
+                return match self.pending.pop_first() {
+                    Some((_, e)) => Err(e),
+                    None => Ok(()),
+                };
+            };
+            let mut more = true;
+            let mut sink_error = None;
+            let mut emit = |batch: RecordBatch| match self.emit(batch, sink) {
+                Ok(true) => true,
+                Ok(false) => {
+                    more = false;
+                    false
+                }
+                Err(e) => {
+                    sink_error = Some(e);
+                    false
+                }
+            };
+            let result = guard_panic(&task.file.path, || task::run(&task, exec, &mut emit));
+            let stats = task::prefer_truncation(&task, result);
+            if let Some(e) = sink_error {
+                return Err(e);
+            }
+            let stats = stats?;
+            self.account(&stats);
+            self.next_emit = seq + 1;
+            // The sink may have read pages that went away under a mapping.
+            if task.file.source.poisoned() {
+                return Err(ScanError::Truncated {
+                    file: task.file.path.clone(),
+                });
+            }
+            if !more {
+                return Ok(());
+            }
         }
     }
 
