@@ -145,3 +145,58 @@ fn racing_clients_share_one_daemon() {
         let _ = child.wait();
     }
 }
+
+/// Rings of this process in /dev/shm (`ringscan-<pid>-...`).
+fn rings_of(pid: u32) -> Vec<String> {
+    let prefix = format!("ringscan-{pid}-");
+    std::fs::read_dir("/dev/shm")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn rings_made_ahead_serve_scans_of_any_size_and_go_with_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("t")).unwrap();
+    write_file(&data.join("t/a.parquet"), 0, 5_000);
+    let mut daemon = Daemon::start(&data, &[]);
+    let pid = daemon.child.id();
+    let client = daemon.client();
+    let table = ringscan_ipc::msg::ScanSource::Table { name: "t".into() };
+    let expected =
+        daemon_support::reference(&data, &ringscan_ipc::msg::ScanRequest::new(table.clone()));
+    // Alternating ring sizes: a ring made ahead for one size must never serve another.
+    for (i, mib) in [1usize, 1, 4, 4, 1, 2].into_iter().enumerate() {
+        let mut request = ringscan_ipc::msg::ScanRequest::new(table.clone());
+        request.ring_capacity_bytes = mib << 20;
+        let (batches, summary) = daemon_support::scan_via(&client, &request).unwrap();
+        assert_eq!(
+            daemon_support::rows(&batches),
+            daemon_support::rows(&expected),
+            "scan {i}"
+        );
+        assert_eq!(summary.rows_emitted, 5_000);
+    }
+    // Exactly the one ring kept ready for the next scan while the daemon lives (the
+    // scans' own rings are gone: their client attached and unlinked them).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rings_of(pid).len() != 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(rings_of(pid).len(), 1, "{:?}", rings_of(pid));
+    daemon.client().stop().unwrap();
+    let exit = daemon.wait_exit(Duration::from_secs(5)).expect("exited");
+    assert!(exit.success(), "{exit:?}");
+    assert_eq!(
+        rings_of(pid),
+        Vec::<String>::new(),
+        "rings left in /dev/shm"
+    );
+}

@@ -64,7 +64,7 @@ mod sys;
 pub use consumer::{Consumer, TryNext};
 pub use error::{Peer, RingError};
 pub use layout::{MAX_CAPACITY_BYTES, MIN_CAPACITY_BYTES};
-pub use producer::Producer;
+pub use producer::{FreshRing, Producer};
 pub use ring::{unique_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES};
 pub use stale::remove_stale_rings;
 pub use sys::monotonic_ns;

@@ -61,63 +61,7 @@ impl Producer {
         schema: SchemaRef,
         options: &RingOptions,
     ) -> Result<Self, RingError> {
-        validate_name(name)?;
-        options.validate()?;
-        let capacity = options.capacity_bytes();
-        let total = HEADER_BYTES + capacity;
-        let (encoder, schema_bytes) =
-            BatchEncoder::new(schema.clone()).map_err(|source| RingError::Arrow {
-                op: "encode",
-                name: name.to_owned(),
-                source,
-            })?;
-        let fd =
-            sys::shm_create(name, total as u64).map_err(|e| RingError::os("shm_open", name, e))?;
-        let mapping = match Mapping::map(&fd, 0, total, true) {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = sys::shm_unlink(name);
-                return Err(RingError::os("mmap", name, e));
-            }
-        };
-        drop(fd); // the mapping keeps the object alive
-        let now = Instant::now();
-        let mut producer = Self {
-            name: name.to_owned(),
-            mapping,
-            capacity: capacity as u64,
-            write_pos: 0,
-            read_pos: 0,
-            next_seq: 0,
-            encoder,
-            schema,
-            consumer: None,
-            created_at: now,
-            last_liveness_check: now,
-            attach_timeout: options.attach_timeout(),
-            closed: false,
-            blocked_waits: 0,
-            unlinked: false,
-        };
-        let h = producer.mapping.header();
-        // ftruncate zero-filled the segment: positions, pids and words start at 0.
-        h.version.store(RING_VERSION, Ordering::Relaxed);
-        h.header_bytes.store(HEADER_BYTES as u32, Ordering::Relaxed);
-        h.capacity_bytes.store(capacity as u64, Ordering::Relaxed);
-        h.producer_pid.store(std::process::id(), Ordering::Relaxed);
-        h.producer_state.store(state::RUNNING, Ordering::Relaxed);
-        // Release, partner: the Acquire load of `magic` in `Consumer::attach`: a consumer
-        // that sees the magic sees every identity field above.
-        h.magic.store(RING_MAGIC, Ordering::Release);
-        // The ring is empty, so the schema record fits unless the ring is tiny.
-        if !producer.write_record(RecordKind::Schema, &[&schema_bytes], false)? {
-            return Err(RingError::RecordTooLarge {
-                name: producer.name.clone(),
-                record_bytes: RECORD_HEADER_BYTES as u64 + schema_bytes.len() as u64,
-                capacity_bytes: producer.capacity,
-            });
-        }
-        Ok(producer)
+        FreshRing::create(name, options, 0)?.start(schema)
     }
 
     /// The ring's name, to hand to the consumer.
@@ -138,6 +82,11 @@ impl Producer {
     /// How many times a push slept on a full ring (back-pressure from the consumer).
     pub fn blocked_waits(&self) -> u64 {
         self.blocked_waits
+    }
+
+    /// Bytes written to the ring so far (records and padding).
+    pub fn bytes_written(&self) -> u64 {
+        self.write_pos
     }
 
     /// True once the consumer asked to stop (or went away before the end).
@@ -218,6 +167,15 @@ impl Producer {
     /// Writes end of stream and waits (bounded by the attach timeout) until the
     /// consumer has attached, so that the name outlives the producer long enough.
     pub fn finish(mut self) -> Result<(), RingError> {
+        self.end()
+    }
+
+    /// [`finish`](Self::finish) that keeps the producer, for a caller that drops it
+    /// elsewhere (its `munmap` off the stream's path). Pushing after it is an error.
+    pub fn end(&mut self) -> Result<(), RingError> {
+        if self.closed {
+            return Err(RingError::corrupt(&self.name, "stream already ended"));
+        }
         self.check_consumer(false)?;
         self.close(RecordKind::EndOfStream, &[], state::FINISHED)
     }
@@ -424,6 +382,134 @@ impl Producer {
         notify(&h.consumer_waiting, &h.data_word);
     }
 }
+
+/// A ring made ahead of its stream: the segment created and mapped, the header written
+/// (it is a live producer's ring to [`remove_stale_rings`](crate::remove_stale_rings)),
+/// and the first bytes of the data area faulted in. Making one is a few system calls and
+/// a page fault per page written; a daemon makes the next scan's ring while it is idle so
+/// that a scan pays for neither. [`start`](Self::start) writes the schema record and
+/// returns the producer; dropping an unstarted ring removes its name.
+#[derive(Debug)]
+pub struct FreshRing {
+    name: String,
+    /// `None` once started.
+    mapping: Option<Mapping>,
+    capacity: u64,
+    attach_timeout: Duration,
+}
+
+impl FreshRing {
+    /// Creates ring `name` with the data area and attach timeout of `options`, and
+    /// writes to the first `touch_bytes` of the data area (one byte per page) so that
+    /// the stream's first records find their pages present.
+    pub fn create(
+        name: &str,
+        options: &RingOptions,
+        touch_bytes: usize,
+    ) -> Result<Self, RingError> {
+        validate_name(name)?;
+        options.validate()?;
+        let capacity = options.capacity_bytes();
+        let total = HEADER_BYTES + capacity;
+        let fd =
+            sys::shm_create(name, total as u64).map_err(|e| RingError::os("shm_open", name, e))?;
+        let mapping = match Mapping::map(&fd, 0, total, true) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = sys::shm_unlink(name);
+                return Err(RingError::os("mmap", name, e));
+            }
+        };
+        drop(fd); // the mapping keeps the object alive
+        let h = mapping.header();
+        // ftruncate zero-filled the segment: positions, pids and words start at 0.
+        h.version.store(RING_VERSION, Ordering::Relaxed);
+        h.header_bytes.store(HEADER_BYTES as u32, Ordering::Relaxed);
+        h.capacity_bytes.store(capacity as u64, Ordering::Relaxed);
+        h.producer_pid.store(std::process::id(), Ordering::Relaxed);
+        h.producer_state.store(state::RUNNING, Ordering::Relaxed);
+        // Release, partner: the Acquire load of `magic` in `Consumer::attach`: a consumer
+        // that sees the magic sees every identity field above. (No consumer knows the
+        // name before the ring is started and handed out.)
+        h.magic.store(RING_MAGIC, Ordering::Release);
+        // The data area is zero already: writing a zero per page only faults it in.
+        let touch = touch_bytes.min(capacity);
+        for page in (0..touch).step_by(PAGE_BYTES) {
+            if mapping.write_from(HEADER_BYTES + page, &[0]).is_none() {
+                break;
+            }
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            mapping: Some(mapping),
+            capacity: capacity as u64,
+            attach_timeout: options.attach_timeout(),
+        })
+    }
+
+    /// The ring's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Size of the data area.
+    pub fn capacity_bytes(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// Starts the stream: writes the schema record and returns the producer (its attach
+    /// timeout counts from now).
+    pub fn start(mut self, schema: SchemaRef) -> Result<Producer, RingError> {
+        let (encoder, schema_bytes) =
+            BatchEncoder::new(schema.clone()).map_err(|source| RingError::Arrow {
+                op: "encode",
+                name: self.name.clone(),
+                source,
+            })?;
+        let Some(mapping) = self.mapping.take() else {
+            return Err(RingError::corrupt(&self.name, "ring started twice"));
+        };
+        let now = Instant::now();
+        let mut producer = Producer {
+            name: std::mem::take(&mut self.name),
+            mapping,
+            capacity: self.capacity,
+            write_pos: 0,
+            read_pos: 0,
+            next_seq: 0,
+            encoder,
+            schema,
+            consumer: None,
+            created_at: now,
+            last_liveness_check: now,
+            attach_timeout: self.attach_timeout,
+            closed: false,
+            blocked_waits: 0,
+            unlinked: false,
+        };
+        // The ring is empty, so the schema record fits unless the ring is tiny.
+        if !producer.write_record(RecordKind::Schema, &[&schema_bytes], false)? {
+            return Err(RingError::RecordTooLarge {
+                name: producer.name.clone(),
+                record_bytes: RECORD_HEADER_BYTES as u64 + schema_bytes.len() as u64,
+                capacity_bytes: producer.capacity,
+            });
+        }
+        Ok(producer)
+    }
+}
+
+impl Drop for FreshRing {
+    fn drop(&mut self) {
+        if self.mapping.is_some() {
+            let _ = sys::shm_unlink(&self.name);
+        }
+    }
+}
+
+/// The page size the data area is touched by (4 KiB; a larger page only means fewer
+/// faults than writes).
+const PAGE_BYTES: usize = 4096;
 
 impl Drop for Producer {
     fn drop(&mut self) {

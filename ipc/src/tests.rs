@@ -390,3 +390,46 @@ fn zero_column_batches_keep_their_row_count() {
     let rows: Vec<usize> = consumer.map(|b| b.unwrap().num_rows()).collect();
     assert_eq!(rows, [0, 1, 8192, 123_456]);
 }
+
+#[test]
+fn a_fresh_ring_started_later_streams_like_a_new_one() {
+    let name = unique_name("ringscan-test");
+    let options = crate::RingOptions::new(1 << 20);
+    // More to touch than the ring holds: bounded by the data area.
+    let fresh = crate::FreshRing::create(&name, &options, 4 << 20).unwrap();
+    assert_eq!(fresh.name(), name);
+    assert_eq!(fresh.capacity_bytes(), 1 << 20);
+    assert!(shm_path(&name).exists());
+    let schema = int_schema();
+    let mut producer = fresh.start(schema.clone()).unwrap();
+    let mut consumer = Consumer::attach(&name).unwrap();
+    assert_eq!(consumer.schema(), schema);
+    let mut expected = Vec::new();
+    for k in 0..50 {
+        let batch = ints(&schema, k * 1000, 1000);
+        expected.extend(k * 1000..k * 1000 + 1000);
+        producer.push(&batch).unwrap();
+        let got = consumer.next().unwrap().unwrap();
+        let values = got.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(values.values(), &expected[expected.len() - 1000..]);
+    }
+    assert!(producer.bytes_written() >= 50 * 8000);
+    producer.finish().unwrap();
+    assert!(consumer.next().is_none());
+    assert!(!shm_path(&name).exists());
+}
+
+#[test]
+fn an_unstarted_fresh_ring_leaves_no_name() {
+    let name = unique_name("ringscan-test");
+    let fresh =
+        crate::FreshRing::create(&name, &crate::RingOptions::new(1 << 16), 1 << 16).unwrap();
+    assert!(shm_path(&name).exists());
+    drop(fresh);
+    assert!(!shm_path(&name).exists());
+    // And a started one whose consumer never came removes it at the producer's drop.
+    let fresh = crate::FreshRing::create(&name, &crate::RingOptions::new(1 << 16), 0).unwrap();
+    let producer = fresh.start(int_schema()).unwrap();
+    drop(producer);
+    assert!(!shm_path(&name).exists());
+}

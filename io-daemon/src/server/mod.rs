@@ -19,6 +19,7 @@
 
 mod conn;
 mod log;
+mod rings;
 mod scan;
 
 use std::collections::HashMap;
@@ -151,6 +152,8 @@ pub(crate) struct Shared {
     /// Open connections (a clone of each stream, to shut down on exit).
     connections: Mutex<HashMap<u64, UnixStream>>,
     last_activity: Mutex<Instant>,
+    /// Scan rings made ahead and dropped behind.
+    pub(crate) rings: rings::RingStock,
 }
 
 impl Shared {
@@ -252,7 +255,16 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         idle_exit: AtomicBool::new(false),
         connections: Mutex::new(HashMap::new()),
         last_activity: Mutex::new(Instant::now()),
+        rings: rings::RingStock::start(),
     });
+    // Rings of a daemon that died before their scans' clients attached (or that it
+    // kept ready) would stay in /dev/shm: remove those whose producer is gone.
+    let stale = ringscan_ipc::remove_stale_rings(rings::RING_PREFIX);
+    if stale > 0 {
+        shared
+            .log
+            .line(&format!("removed {stale} stale rings from /dev/shm"));
+    }
     shared.log.line(&format!(
         "daemon started: pid {}, data {}, idle timeout {} ms",
         std::process::id(),
@@ -282,6 +294,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     while shared.connection_count() > 0 && Instant::now() < deadline {
         std::thread::sleep(EXIT_POLL);
     }
+    shared.rings.stop();
     shared.log.line(&format!(
         "daemon exiting ({reason}): {} scans served",
         shared.scans_served.load(Ordering::Relaxed)

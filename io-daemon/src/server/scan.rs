@@ -19,7 +19,7 @@ use ringscan_ipc::msg::{
     read_frame, write_frame, ClientMessage, DaemonMessage, MessageError, ScanRequest, ScanSource,
     ScanSummary,
 };
-use ringscan_ipc::{unique_name, Producer, RingError, RingOptions};
+use ringscan_ipc::{Producer, RingError, RingOptions};
 use ringscan_profiling::{CounterScope, Counters};
 
 use super::conn::{chain, reply_error};
@@ -214,11 +214,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
         }
     };
     let options = RingOptions::new(request.ring_capacity_bytes).with_attach_timeout(ATTACH_TIMEOUT);
-    let mut producer = match Producer::create_with(
-        &unique_name("ringscan"),
-        Arc::clone(&prepared.output),
-        &options,
-    ) {
+    let mut producer = match shared.rings.take(&options, Arc::clone(&prepared.output)) {
         Ok(p) => p,
         Err(e) => {
             let message = format!("cannot create the scan's ring: {}", chain(&e));
@@ -265,7 +261,8 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
     match (result, bad_frame) {
         (Ok(summary), None) => {
             // A consumer that cancelled or left makes finish fail: nothing to tell it.
-            let _ = producer.finish();
+            let _ = producer.end();
+            shared.rings.retire(producer);
             shared.log.line(&format!(
                 "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} ms{}",
                 summary.rows_emitted,
