@@ -262,7 +262,10 @@ fn ohlcv_volume_has_a_dictionary_only_in_large_row_groups() {
         let volume = chunk_layout(&opts.out, "volume");
         assert!(!volume.is_empty());
         for (has_dictionary, encodings) in &volume {
-            assert_eq!(*has_dictionary, dictionary, "{row_group_rows}: {encodings:?}");
+            assert_eq!(
+                *has_dictionary, dictionary,
+                "{row_group_rows}: {encodings:?}"
+            );
             assert_eq!(
                 encodings.contains(&Encoding::DELTA_BINARY_PACKED),
                 !dictionary,
