@@ -97,7 +97,12 @@ impl FileLayout {
                 KeyValue::new("ringscan.seed".into(), opts.seed.to_string()),
                 KeyValue::new("ringscan.rows_total".into(), opts.rows.to_string()),
             ]));
-        for column in dataset.delta_columns() {
+        let small_group_delta = dataset
+            .dictionary_min_row_group_rows()
+            .iter()
+            .filter(|(_, min_rows)| opts.row_group_rows < *min_rows)
+            .map(|(column, _)| column);
+        for column in dataset.delta_columns().iter().chain(small_group_delta) {
             if leaf_index(&file_schema, column).is_some() {
                 let path = ColumnPath::from(*column);
                 builder = builder

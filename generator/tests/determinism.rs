@@ -219,3 +219,72 @@ fn every_codec_round_trips() {
         assert_eq!(concat(&read_all(&opts.out)), expected(&opts));
     }
 }
+
+/// The encodings of `column` in every row group of the files under `dir`, and whether
+/// each chunk has a dictionary page.
+fn chunk_layout(dir: &Path, column: &str) -> Vec<(bool, Vec<parquet::basic::Encoding>)> {
+    let mut out = Vec::new();
+    for path in parquet_files(dir).unwrap() {
+        let file = std::fs::File::open(&path).unwrap();
+        let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&file)
+            .unwrap();
+        for group in meta.row_groups() {
+            let chunk = group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == column)
+                .expect("the column is in the file");
+            out.push((
+                chunk.dictionary_page_offset().is_some(),
+                chunk.encodings().collect(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn ohlcv_volume_has_a_dictionary_only_in_large_row_groups() {
+    use parquet::basic::Encoding;
+    let tmp = tempfile::tempdir().unwrap();
+    for (row_group_rows, dictionary) in [(10_000, false), (16_384, true), (131_072, true)] {
+        let mut opts = options(
+            &tmp.path().join(row_group_rows.to_string()),
+            DatasetKind::Ohlcv,
+            20_000,
+            5,
+        );
+        opts.symbols = 1;
+        opts.row_group_rows = row_group_rows;
+        opts.page_rows = 1_000;
+        generate(&opts, &|_| {}).unwrap();
+        let volume = chunk_layout(&opts.out, "volume");
+        assert!(!volume.is_empty());
+        for (has_dictionary, encodings) in &volume {
+            assert_eq!(
+                *has_dictionary, dictionary,
+                "{row_group_rows}: {encodings:?}"
+            );
+            assert_eq!(
+                encodings.contains(&Encoding::DELTA_BINARY_PACKED),
+                !dictionary,
+                "{row_group_rows}: {encodings:?}"
+            );
+            assert_eq!(
+                encodings.contains(&Encoding::RLE_DICTIONARY),
+                dictionary,
+                "{row_group_rows}: {encodings:?}"
+            );
+        }
+        // The prices keep their dictionary at every size.
+        for (has_dictionary, encodings) in chunk_layout(&opts.out, "close") {
+            assert!(has_dictionary, "{row_group_rows}: close {encodings:?}");
+        }
+        assert_eq!(
+            concat(&read_all(&opts.out)),
+            expected(&opts),
+            "{row_group_rows}"
+        );
+    }
+}

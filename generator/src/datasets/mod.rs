@@ -63,6 +63,16 @@ pub trait Dataset: Send + Sync + fmt::Debug {
         &[]
     }
 
+    /// Integer columns of many distinct values in no order, each with the row-group size
+    /// from which its dictionary pays: in smaller row groups a dictionary page holds most
+    /// of the chunk's values once and is a large share of the chunk, and a selective read
+    /// pays it whole for every row group it keeps, however few data pages it reads. Below
+    /// that size the column is written like [`Dataset::delta_columns`]; from it up, with a
+    /// dictionary, which is the smaller file there.
+    fn dictionary_min_row_group_rows(&self) -> &[(&'static str, usize)] {
+        &[]
+    }
+
     /// The columns (of the written file schema) by which every file is sorted, in order.
     fn sorted_by(&self) -> Vec<&'static str>;
 }
