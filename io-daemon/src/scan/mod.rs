@@ -231,9 +231,13 @@ enum TaskMsg {
 /// A task for a worker: its sequence number, the row group, and where its output goes.
 type Job = (u64, RgTask, crossbeam_channel::Sender<TaskMsg>);
 
-/// Batches a task may have decoded ahead of the sink (per task in flight): the bound on
-/// decoded memory is a few batches per task, not a row group.
-const TASK_CHANNEL_BATCHES: usize = 4;
+/// The most batches a task may have decoded ahead of the sink. A task's channel holds
+/// its whole row group (up to this), so that the workers on later row groups never wait
+/// for the sink: a channel of 4 batches made the two-thread full scan of 10M rows barely
+/// faster than one thread (the second worker stalled 4 batches into its row group).
+/// Memory stays bounded by the tasks in flight (`prefetch_bytes`), as before streaming;
+/// the row group at the head of the line streams through without piling up.
+const MAX_TASK_CHANNEL_BATCHES: usize = 4096;
 
 /// Run a scan, handing batches to `sink` in file order and row order. An error stops the
 /// scan (batches already handed over stay handed over); so does `Ok(false)` from the sink
@@ -368,7 +372,12 @@ impl Coordinator<'_, '_> {
                     spawn_worker();
                     workers += 1;
                 }
-                let (out_tx, out_rx) = crossbeam_channel::bounded(TASK_CHANNEL_BATCHES);
+                let batches = usize::try_from(task.rows)
+                    .unwrap_or(usize::MAX)
+                    .div_ceil(self.spec.batch_size.max(1))
+                    .saturating_add(1)
+                    .min(MAX_TASK_CHANNEL_BATCHES);
+                let (out_tx, out_rx) = crossbeam_channel::bounded(batches);
                 let file = (task.file.path.clone(), Arc::clone(&task.file.source));
                 self.outputs.insert(seq, (out_rx, file));
                 if jobs.send((seq, task, out_tx)).is_err() {
