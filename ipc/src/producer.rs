@@ -385,9 +385,10 @@ impl Producer {
 
 /// A ring made ahead of its stream: the segment created and mapped, the header written
 /// (it is a live producer's ring to [`remove_stale_rings`](crate::remove_stale_rings)),
-/// and the first bytes of the data area faulted in. Making one is a few system calls and
-/// a page fault per page written; a daemon makes the next scan's ring while it is idle so
-/// that a scan pays for neither. [`start`](Self::start) writes the schema record and
+/// and, if asked, the first bytes of the data area faulted in. Making one is a few
+/// system calls; the daemon makes the next scan's ring ahead so that a scan does not pay
+/// for them (it does not fault pages in ahead: measured, that only moved the faults to a
+/// thread competing for the same cores). [`start`](Self::start) writes the schema record and
 /// returns the producer; dropping an unstarted ring removes its name.
 #[derive(Debug)]
 pub struct FreshRing {

@@ -1,17 +1,18 @@
 //! Rings made ahead of the scans that use them, and unmapped after them, on a thread of
 //! their own.
 //!
-//! Creating a scan's ring (`shm_open`, `ftruncate`, `mmap`), faulting in the pages its
-//! records are written to, and unmapping it afterwards were a visible share of a small
-//! scan's time: on the 90%-filtered seed-000 query, about 250 page faults per query
-//! (one per 4 KiB written), and `munmap` plus the creation about 17% of a fully pruned
-//! query's daemon time. The stock keeps one ring ready for the capacity last asked for,
-//! with as many bytes faulted in as the largest of the last few scans wrote (at most
-//! [`MAX_TOUCH_BYTES`]), and takes finished producers off the scan's thread to drop.
-//! Every ring is still used by one scan only: nothing a consumer may still map is ever
-//! written again.
+//! Creating a scan's ring (`shm_open`, `ftruncate`, `mmap`) and unmapping it afterwards
+//! were about 17% of a fully pruned query's daemon time. The stock keeps one ring ready
+//! for the capacity last asked for and takes finished producers off the scan's thread to
+//! drop. Every ring is still used by one scan only: nothing a consumer may still map is
+//! ever written again.
+//!
+//! Tried and not kept: faulting in the ready ring's first pages ahead (as many as the
+//! largest of the last 8 scans wrote). It took the scan's own page faults from 241 to
+//! 106 on the 90%-filtered seed-000 query, but with queries back to back the faults
+//! only moved to a thread competing for the same two cores: p50 over 6 interleaved
+//! rounds was 2.90 ms without it and 3.00 ms with it (unfiltered: 11.4 vs 11.9 ms).
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
@@ -20,10 +21,6 @@ use ringscan_ipc::{unique_name, FreshRing, Producer, RingError, RingOptions};
 
 /// Rings kept ready.
 const READY: usize = 1;
-/// The most bytes of a ready ring faulted in ahead.
-pub(crate) const MAX_TOUCH_BYTES: usize = 16 << 20;
-/// How many recent scans' ring usage the touch size follows.
-const RECENT: usize = 8;
 /// Prefix of ring names (the daemon removes stale ones at start-up).
 pub(crate) const RING_PREFIX: &str = "ringscan";
 
@@ -38,20 +35,9 @@ enum Job {
 #[derive(Default)]
 struct State {
     ready: Vec<FreshRing>,
-    /// Bytes written by the last few scans.
-    recent: VecDeque<u64>,
     /// The capacity the last scan asked for.
     capacity: Option<usize>,
     options: Option<RingOptions>,
-}
-
-impl State {
-    fn touch_bytes(&self) -> usize {
-        let most = self.recent.iter().copied().max().unwrap_or(0);
-        usize::try_from(most)
-            .unwrap_or(usize::MAX)
-            .min(MAX_TOUCH_BYTES)
-    }
 }
 
 /// The stock of ready rings and the thread that fills it.
@@ -118,16 +104,8 @@ impl RingStock {
         }
     }
 
-    /// A scan is over: remember how much of its ring it used and drop the producer on
-    /// the stock's thread.
+    /// A scan is over: drop its producer on the stock's thread.
     pub(crate) fn retire(&self, producer: Producer) {
-        {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            if state.recent.len() == RECENT {
-                state.recent.pop_front();
-            }
-            state.recent.push_back(producer.bytes_written());
-        }
         if let Err(crossbeam_channel::SendError(Job::Retire(producer))) =
             self.jobs.send(Job::Retire(Box::new(producer)))
         {
@@ -163,16 +141,14 @@ impl Drop for RingStock {
 /// Makes rings (outside the lock) until [`READY`] are ready for the current capacity.
 fn refill(state: &Mutex<State>) {
     loop {
-        let (options, touch) = {
+        let options = {
             let state = state.lock().unwrap_or_else(PoisonError::into_inner);
             match &state.options {
-                Some(options) if state.ready.len() < READY => {
-                    (options.clone(), state.touch_bytes())
-                }
+                Some(options) if state.ready.len() < READY => options.clone(),
                 _ => return,
             }
         };
-        let Ok(ring) = FreshRing::create(&unique_name(RING_PREFIX), &options, touch) else {
+        let Ok(ring) = FreshRing::create(&unique_name(RING_PREFIX), &options, 0) else {
             return; // the scan that needs one makes it and reports the error
         };
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
