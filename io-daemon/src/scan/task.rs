@@ -407,8 +407,6 @@ fn ranges(
     Ok(out)
 }
 
-/// Fetch and decode `roots` of the task's row group on `selection`; zero-column batches
-/// with row counts when `roots` is empty (no IO at all).
 /// Decodes `roots` of the task's row group (under `selection`, up to `limit` rows) and
 /// collects the batches.
 #[allow(clippy::too_many_arguments)]
@@ -444,8 +442,9 @@ fn read(
 type EachBatch<'f> = dyn FnMut(RecordBatch, &mut TaskOutput) -> Result<bool, ScanError> + 'f;
 
 /// Decodes `roots` of the task's row group (under `selection`, up to `limit` rows),
-/// handing each batch to `each` as soon as it is decoded. `decode_us` counts the
-/// decoding only, not the time `each` takes.
+/// handing each batch to `each` as soon as it is decoded: zero-column batches with row
+/// counts when `roots` is empty (no IO at all). `decode_us` counts the decoding only,
+/// not the time `each` takes.
 #[allow(clippy::too_many_arguments)]
 fn read_each(
     ctx: &FileCtx,

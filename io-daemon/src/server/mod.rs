@@ -19,6 +19,7 @@
 
 mod conn;
 mod log;
+mod pool;
 mod rings;
 mod scan;
 
@@ -154,6 +155,8 @@ pub(crate) struct Shared {
     last_activity: Mutex<Instant>,
     /// Scan rings made ahead and dropped behind.
     pub(crate) rings: rings::RingStock,
+    /// Threads for connections and scan control loops.
+    pub(crate) threads: pool::ThreadPool,
 }
 
 impl Shared {
@@ -256,6 +259,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         connections: Mutex::new(HashMap::new()),
         last_activity: Mutex::new(Instant::now()),
         rings: rings::RingStock::start(),
+        threads: pool::ThreadPool::default(),
     });
     // Rings of a daemon that died before their scans' clients attached (or that it
     // kept ready) would stay in /dev/shm: remove those whose producer is gone.
@@ -341,7 +345,6 @@ fn spawn_watchdog(shared: &Arc<Shared>, socket: &Path) -> io::Result<JoinHandle<
 
 fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) -> &'static str {
     let mut next_id = 0u64;
-    let mut threads: Vec<JoinHandle<()>> = Vec::new();
     loop {
         if shared.stopping.load(Ordering::Acquire) {
             return "stopped";
@@ -349,7 +352,6 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) -> &'static str {
         if shared.idle_exit.load(Ordering::Acquire) {
             return "idle";
         }
-        threads.retain(|t| !t.is_finished());
         match listener.accept() {
             Ok((stream, _)) => {
                 if shared.stopping.load(Ordering::Acquire)
@@ -360,9 +362,7 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) -> &'static str {
                 }
                 shared.touch();
                 next_id += 1;
-                if let Some(t) = spawn_connection(shared, stream, next_id) {
-                    threads.push(t);
-                }
+                spawn_connection(shared, stream, next_id);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
@@ -374,11 +374,14 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) -> &'static str {
     }
 }
 
-fn spawn_connection(shared: &Arc<Shared>, stream: UnixStream, id: u64) -> Option<JoinHandle<()>> {
+/// Serves connection `id` on a pooled thread (see [`pool`]).
+fn spawn_connection(shared: &Arc<Shared>, stream: UnixStream, id: u64) {
     if stream.set_nonblocking(false).is_err() {
-        return None;
+        return;
     }
-    let clone = stream.try_clone().ok()?;
+    let Ok(clone) = stream.try_clone() else {
+        return;
+    };
     {
         let mut connections = shared
             .connections
@@ -387,44 +390,38 @@ fn spawn_connection(shared: &Arc<Shared>, stream: UnixStream, id: u64) -> Option
         if connections.len() >= shared.config.max_connections() {
             drop(connections);
             conn::refuse_busy(stream, "too many connections");
-            return None;
+            return;
         }
         connections.insert(id, clone);
     }
     let thread_shared = Arc::clone(shared);
-    let spawned = std::thread::Builder::new()
-        .name(format!("conn-{id}"))
-        .spawn(move || {
-            let shared = thread_shared;
-            // A panic outside a scan (which has its own guard) ends this connection only.
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                conn::serve(&shared, stream)
-            }));
-            if result.is_err() {
-                shared
-                    .log
-                    .line("connection handler panicked; connection closed");
-            }
-            shared
-                .connections
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
-            shared.touch();
-        });
-    match spawned {
-        Ok(t) => Some(t),
-        Err(e) => {
+    let spawned = shared.threads.execute("conn", move || {
+        let shared = thread_shared;
+        // A panic outside a scan (which has its own guard) ends this connection only.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            conn::serve(&shared, stream)
+        }));
+        if result.is_err() {
             shared
                 .log
-                .line(&format!("cannot spawn a connection thread: {e}"));
-            shared
-                .connections
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
-            None
+                .line("connection handler panicked; connection closed");
         }
+        shared
+            .connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        shared.touch();
+    });
+    if let Err(e) = spawned {
+        shared
+            .log
+            .line(&format!("cannot spawn a connection thread: {e}"));
+        shared
+            .connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
     }
 }
 

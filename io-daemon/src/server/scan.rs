@@ -10,7 +10,6 @@ use std::io;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arrow_array::{RecordBatch, RecordBatchOptions};
@@ -48,10 +47,18 @@ struct ControlState {
     refine: DynamicFilter,
 }
 
-fn spawn_control(stream: UnixStream, state: Arc<ControlState>) -> io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("scan-control".into())
-        .spawn(move || control_loop(stream, &state))
+/// Runs the control loop on a pooled thread; the receiver says when it has returned.
+fn spawn_control(
+    shared: &Shared,
+    stream: UnixStream,
+    state: Arc<ControlState>,
+) -> io::Result<crossbeam_channel::Receiver<()>> {
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    shared.threads.execute("scan-control", move || {
+        control_loop(stream, &state);
+        let _ = done_tx.send(());
+    })?;
+    Ok(done_rx)
 }
 
 fn control_loop(mut stream: UnixStream, state: &ControlState) {
@@ -237,7 +244,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
     let control = Arc::new(ControlState::default());
     let control_thread = stream
         .try_clone()
-        .and_then(|clone| spawn_control(clone, Arc::clone(&control)));
+        .and_then(|clone| spawn_control(shared, clone, Arc::clone(&control)));
     let control_thread = match control_thread {
         Ok(t) => t,
         Err(e) => {
@@ -289,7 +296,9 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
             reply_error(&mut stream, message);
         }
     }
-    let _ = control_thread.join();
+    // The control loop sees `done` within one poll and returns (a closed channel means
+    // it has returned already).
+    let _ = control_thread.recv();
 }
 
 /// Runs the scan into the ring; a panic anywhere inside is this scan's error.
