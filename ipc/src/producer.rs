@@ -116,6 +116,13 @@ impl Producer {
 
     fn push_inner(&mut self, batch: &RecordBatch, blocking: bool) -> Result<bool, RingError> {
         self.check_consumer(false)?;
+        if self.closed {
+            // After end of stream (`end`) the consumer reads nothing more.
+            return Err(RingError::corrupt(
+                &self.name,
+                "push after the end of the stream",
+            ));
+        }
         let encoded = self
             .encoder
             .encode(batch)
@@ -173,10 +180,11 @@ impl Producer {
     /// [`finish`](Self::finish) that keeps the producer, for a caller that drops it
     /// elsewhere (its `munmap` off the stream's path). Pushing after it is an error.
     pub fn end(&mut self) -> Result<(), RingError> {
+        // A consumer's cancel is reported as such, whether or not it was acknowledged.
+        self.check_consumer(false)?;
         if self.closed {
             return Err(RingError::corrupt(&self.name, "stream already ended"));
         }
-        self.check_consumer(false)?;
         self.close(RecordKind::EndOfStream, &[], state::FINISHED)
     }
 

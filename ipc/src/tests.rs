@@ -433,3 +433,19 @@ fn an_unstarted_fresh_ring_leaves_no_name() {
     drop(producer);
     assert!(!shm_path(&name).exists());
 }
+
+#[test]
+fn end_keeps_the_producer_and_ends_the_stream_once() {
+    let (mut p, mut c) = pair(1 << 16);
+    let schema = int_schema();
+    p.push(&ints(&schema, 0, 5)).unwrap();
+    p.end().unwrap();
+    assert!(p.end().is_err(), "a second end is an error");
+    assert!(
+        p.push(&ints(&schema, 5, 5)).is_err(),
+        "no push after the end"
+    );
+    assert_eq!(c.next().unwrap().unwrap().num_rows(), 5);
+    assert!(c.next().is_none());
+    assert!(p.bytes_written() > 0);
+}
