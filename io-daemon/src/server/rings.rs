@@ -21,6 +21,8 @@ use ringscan_ipc::{unique_name, FreshRing, Producer, RingError, RingOptions};
 
 /// Rings kept ready.
 const READY: usize = 1;
+/// Jobs queued for the stock's thread at most; beyond that the caller does the work.
+const JOB_QUEUE: usize = 64;
 /// Prefix of ring names (the daemon removes stale ones at start-up).
 pub(crate) const RING_PREFIX: &str = "ringscan";
 
@@ -58,7 +60,7 @@ impl RingStock {
     /// demand and dropped in place.
     pub(crate) fn start() -> Self {
         let state = Arc::new(Mutex::new(State::default()));
-        let (jobs, rx) = crossbeam_channel::unbounded::<Job>();
+        let (jobs, rx) = crossbeam_channel::bounded::<Job>(JOB_QUEUE);
         let thread_state = Arc::clone(&state);
         let thread = std::thread::Builder::new()
             .name("ring-stock".into())
@@ -97,7 +99,8 @@ impl RingStock {
             state.options = Some(options.clone());
             state.ready.pop()
         };
-        let _ = self.jobs.send(Job::Refill);
+        // A full queue already holds work that will refill the stock.
+        let _ = self.jobs.try_send(Job::Refill);
         match ready {
             Some(ring) => ring.start(schema),
             None => FreshRing::create(&unique_name(RING_PREFIX), options, 0)?.start(schema),
@@ -106,8 +109,11 @@ impl RingStock {
 
     /// A scan is over: drop its producer on the stock's thread.
     pub(crate) fn retire(&self, producer: Producer) {
-        if let Err(crossbeam_channel::SendError(Job::Retire(producer))) =
-            self.jobs.send(Job::Retire(Box::new(producer)))
+        // A full queue (the thread cannot keep up) or none: unmap it here.
+        if let Err(
+            crossbeam_channel::TrySendError::Full(Job::Retire(producer))
+            | crossbeam_channel::TrySendError::Disconnected(Job::Retire(producer)),
+        ) = self.jobs.try_send(Job::Retire(Box::new(producer)))
         {
             drop(producer);
         }
