@@ -5,7 +5,10 @@
 //! The literal is converted to the column's type; when it is not a value of that type
 //! (`int_col < 2.5`, `int8_col = 300`) the comparison is rewritten exactly
 //! (`int_col <= 2`, FALSE) rather than by casting the column. Floats compare in Arrow's
-//! total order (`-0.0 < +0.0`, NaN equal to itself and above +infinity), as the kernels do.
+//! total order (`-0.0 < +0.0`, NaN equal to itself and above +infinity), as the kernels do,
+//! except that every NaN counts as the one NaN whatever its sign bit (the total order
+//! puts a negative NaN, which x86 arithmetic makes, below -infinity; the executor's sort
+//! and DuckDB rank every NaN above +infinity).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -213,7 +216,21 @@ impl Eval<'_> {
                         y.data_type()
                     )));
                 }
-                kernel(op)(x, y).map_err(|e| self.arrow(e))
+                match x.data_type() {
+                    DataType::Float32 | DataType::Float64 => {
+                        let f = |a: &ArrayRef| {
+                            positive_nans(match a.data_type() {
+                                DataType::Float32 => {
+                                    a.as_primitive::<Float32Type>().unary(f64::from)
+                                }
+                                _ => a.as_primitive::<Float64Type>().clone(),
+                            })
+                        };
+                        kernel(op)(&f(x), &f(y))
+                    }
+                    _ => kernel(op)(x, y),
+                }
+                .map_err(|e| self.arrow(e))
             }
             (Operand::Literal(a), Operand::Literal(b)) => {
                 Err(self.unsupported(format!("comparing two literals ({a:?}, {b:?})")))
@@ -262,7 +279,12 @@ impl Eval<'_> {
                     DataType::Float32 => column.as_primitive::<Float32Type>().unary(f64::from),
                     _ => column.as_primitive::<Float64Type>().clone(),
                 };
-                run(&col, &Scalar::new(Float64Array::from(vec![v])), op)
+                let v = if v.is_nan() { f64::NAN } else { v };
+                run(
+                    &positive_nans(col),
+                    &Scalar::new(Float64Array::from(vec![v])),
+                    op,
+                )
             }
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
                 let Literal::Utf8(s) = lit else {
@@ -361,6 +383,20 @@ fn to_i64(column: &ArrayRef) -> Int64Array {
             .as_primitive::<TimestampNanosecondType>()
             .reinterpret_cast::<Int64Type>(),
         _ => column.as_primitive::<Int64Type>().clone(),
+    }
+}
+
+/// `col` with every NaN made the positive one (see the module docs); no copy when it has
+/// no negative NaN.
+fn positive_nans(col: Float64Array) -> Float64Array {
+    if col
+        .values()
+        .iter()
+        .any(|v| v.is_nan() && v.is_sign_negative())
+    {
+        col.unary(|v| if v.is_nan() { f64::NAN } else { v })
+    } else {
+        col
     }
 }
 

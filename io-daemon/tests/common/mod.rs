@@ -22,7 +22,8 @@ pub(crate) enum Value {
     TsMillis(i64),
 }
 
-/// How NaN and signed zeros compare: IEEE (NaN unordered, -0 = +0) or Arrow's total order.
+/// How NaN and signed zeros compare: IEEE (NaN unordered, -0 = +0) or Arrow's total order
+/// with every NaN the positive one (above +infinity, whatever its sign bit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FloatSemantics {
     Ieee,
@@ -50,7 +51,11 @@ fn compare(v: &Value, lit: &Literal, sem: FloatSemantics) -> Option<Option<Order
             let c = lit_f(l)?;
             Some(match sem {
                 FloatSemantics::Ieee => x.partial_cmp(&c),
-                FloatSemantics::Total => Some(x.total_cmp(&c)),
+                // Every NaN is the positive one (the filter's rule, see scan/filter.rs).
+                FloatSemantics::Total => {
+                    let one_nan = |f: f64| if f.is_nan() { f64::NAN } else { f };
+                    Some(one_nan(*x).total_cmp(&one_nan(c)))
+                }
             })
         }
         (Value::Str(x), Literal::Utf8(c)) => Some(Some(x.as_bytes().cmp(c.as_bytes()))),
