@@ -178,8 +178,12 @@ class RingscanEngine:
                 stats = json.load(f)
         finally:
             os.unlink(stats_path)
-        # ru_maxrss is KiB on Linux: the executor process's own peak.
-        self.rss = max(self.rss or 0, usage.ru_maxrss * 1024)
+        # The executor's own peak (VmHWM) from its stats; wait4's ru_maxrss is not that:
+        # execve carries over the peak of the image it replaced, this harness's copy
+        # between fork and exec (it showed this script's 81 MiB for every query).
+        own = (stats.get("counters") or {}).get("executor_peak_rss_bytes")
+        peak = int(own) if isinstance(own, (int, float)) and own > 0 else usage.ru_maxrss * 1024
+        self.rss = max(self.rss or 0, peak)
         self.stats.append(stats)
         lat = stats.get("latency_us", {})
         rows = int(stats.get("rows_returned", -1))
