@@ -1,6 +1,9 @@
-//! `count(*)`, `count(x)`, `min(x)`, `max(x)` answered from Parquet statistics give
-//! exactly what the scan gives, and the statistics path is taken only where the
-//! statistics are exact.
+//! Two shortcuts of the session against its plain path, through a real daemon:
+//! - `count(*)`, `count(x)`, `min(x)`, `max(x)` answered from Parquet statistics give
+//!   exactly what the scan gives, and the statistics path is taken only where the
+//!   statistics are exact;
+//! - top-k late materialization (a first scan of the sort key, then a scan bounded by
+//!   its k-th key) gives exactly what one scan of every column gives.
 //!
 //! One daemon (`ringscan daemon run`, stdio detached, stopped on drop) serves a data
 //! directory; every case writes its own table there.
@@ -422,4 +425,112 @@ fn statistics_path_is_taken_only_where_exact() {
         outcome.from_statistics,
         "file columns of a partitioned table"
     );
+}
+
+/// `SELECT *` top-k queries over the generated tables: every sort-key type, both
+/// directions, NULLs first and last, with and without a pushed and a residual filter.
+/// The later keys cover every column, so rows tied on all keys are equal rows.
+fn topk_query() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec!["i", "f", "s", "ts", "d"]),
+        prop::sample::select(vec!["", " DESC"]),
+        prop::sample::select(vec!["", " NULLS FIRST", " NULLS LAST"]),
+        prop::sample::select(vec![
+            "",
+            " WHERE d > DATE '1969-06-01'",
+            " WHERE i * 2 > -30",
+        ]),
+        0u64..25,
+        prop::sample::select(vec![0u64, 0, 1, 4]),
+    )
+        .prop_map(|(key, dir, nulls, filter, k, offset)| {
+            format!(
+                "SELECT * FROM {{t}}{filter} ORDER BY {key}{dir}{nulls}, i, f, s, ts, d \
+                 LIMIT {k} OFFSET {offset}"
+            )
+        })
+}
+
+#[test]
+fn topk_late_materialization_equals_one_scan() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let daemon = Daemon::start(&data);
+    let late_session = RefCell::new(daemon.session());
+    let plain_session = RefCell::new(daemon.session());
+    plain_session.borrow_mut().set_topk_late(false);
+    let late = AtomicUsize::new(0);
+    let plain = AtomicUsize::new(0);
+    let config = ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(
+        files in prop::collection::vec(file_spec(), 1..4),
+        queries in prop::collection::vec(topk_query(), 4),
+    )| {
+        let name = format!("t{}", TABLES.fetch_add(1, Ordering::Relaxed));
+        for (n, spec) in files.iter().enumerate() {
+            write(&data.join(&name).join(format!("part-{n}.parquet")), spec);
+        }
+        for q in &queries {
+            let sql = q.replace("{t}", &name);
+            let two = late_session.borrow_mut().query(&sql, false).expect("late session");
+            let one = plain_session.borrow_mut().query(&sql, false).expect("plain session");
+            prop_assert!(!one.topk_late);
+            if two.topk_late { &late } else { &plain }.fetch_add(1, Ordering::Relaxed);
+            prop_assert_eq!(cells(&two), cells(&one), "{}", sql);
+        }
+    });
+    let (late, plain) = (late.into_inner(), plain.into_inner());
+    // Not taken: k = 0, fewer than k rows, a NaN or NULL k-th key with NULLS LAST.
+    assert!(late > 60, "late materialization taken only {late} times");
+    assert!(plain > 20, "plain fallback only {plain} times");
+}
+
+#[test]
+fn topk_late_materialization_reads_less_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let many: Vec<Row> = rows(4000);
+    write(
+        &data.join("big/a.parquet"),
+        &FileSpec {
+            row_group_rows: 500,
+            ..spec(many)
+        },
+    );
+    let daemon = Daemon::start(&data);
+    let mut late = daemon.session();
+    let mut plain = daemon.session();
+    plain.set_topk_late(false);
+    let sql = "SELECT * FROM big ORDER BY ts DESC LIMIT 7";
+    let explain = late.explain(sql).expect("explain");
+    assert!(
+        explain.contains("Top-k late materialization") && explain.contains("first scan: [ts]"),
+        "{explain}"
+    );
+    let two = late.query(sql, false).expect("late");
+    let one = plain.query(sql, false).expect("plain");
+    assert!(two.topk_late && !one.topk_late);
+    assert_eq!(cells(&two), cells(&one));
+    let (_, values) = cells(&two);
+    assert_eq!(values.len(), 7 * 6);
+    // `ts` ascends with the row: the bound prunes every row group but the last, so the
+    // other columns are read for 500 rows, not 4,000 (the first scan reads `ts` only).
+    let (a, b) = (two.scan.expect("summary"), one.scan.expect("summary"));
+    assert!(
+        a.bytes_read < b.bytes_read / 2,
+        "{} vs {}",
+        a.bytes_read,
+        b.bytes_read
+    );
+    assert_eq!(a.row_groups_pruned, 7, "{a:?}");
+    // A top-k on the sort key alone has nothing to materialize late.
+    let explain = late
+        .explain("SELECT ts FROM big ORDER BY ts DESC LIMIT 7")
+        .expect("explain");
+    assert!(!explain.contains("late materialization"), "{explain}");
 }

@@ -517,9 +517,102 @@ impl PhysicalPlan {
             };
             let _ = writeln!(s, "  {line}");
         }
+        if let Some(first) = self.topk_prepass() {
+            let key = match first.operators.last() {
+                Some(Operator::TopK { keys, .. }) => fmt_keys(keys),
+                _ => String::new(),
+            };
+            let columns = first.scan.projection.as_deref().unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "Top-k late materialization\n  first scan: [{}] only, to find the k-th row by \
+                 {key}\n  then the scan above, with the k-th key pushed as a bound",
+                columns.join(", ")
+            );
+        }
         s
     }
+
+    /// Top-k late materialization: for `ORDER BY c ... LIMIT k` (no aggregation, no
+    /// DISTINCT before the top-k, `c` a table column) over rows with more than twice as
+    /// many columns as `c` and the residual filter need, the plan of a first scan that
+    /// reads only those columns and keeps the top `k` by `c` alone. Its k-th value `t`
+    /// then bounds the real scan (`c >= t` descending, `c <= t` ascending; see
+    /// [`Execution::topk_threshold`](crate::exec::Execution::topk_threshold)), so the
+    /// daemon prunes row groups and pages by it and decodes the other columns only for
+    /// rows that can be in the result. `None` when the plan does not qualify.
+    pub fn topk_prepass(&self) -> Option<PhysicalPlan> {
+        let mut operators = Vec::new();
+        let (keys, k) = loop {
+            match self.operators.get(operators.len())? {
+                Operator::Filter(e) => operators.push(Operator::Filter(e.clone())),
+                Operator::TopK { keys, k } => break (keys, *k),
+                _ => return None,
+            }
+        };
+        if k == 0 || k > TOPK_PREPASS_MAX_K {
+            return None;
+        }
+        let first = keys.first()?;
+        let Expr::Column(key) = &first.expr else {
+            return None;
+        };
+        self.logical.table_schema.field_with_name(key).ok()?;
+        let mut columns = vec![key.clone()];
+        for c in self.residual.iter().flat_map(Expr::columns) {
+            if !columns.iter().any(|x| x == c) {
+                columns.push(c.to_owned());
+            }
+        }
+        let all = self
+            .scan
+            .projection
+            .as_ref()
+            .map_or(self.logical.table_schema.fields().len(), Vec::len);
+        if columns.len() * 2 >= all {
+            return None;
+        }
+        let mut scan = self.scan.clone();
+        scan.projection = Some(
+            self.logical
+                .table_schema
+                .fields()
+                .iter()
+                .map(|f| f.name())
+                .filter(|n| columns.contains(n))
+                .cloned()
+                .collect(),
+        );
+        scan.limit = None;
+        scan.offset = 0;
+        operators.push(Operator::TopK {
+            keys: vec![first.clone()],
+            k,
+        });
+        Some(PhysicalPlan {
+            logical: self.logical.clone(),
+            scan,
+            pushed: self.pushed.clone(),
+            residual: self.residual.clone(),
+            limit_kept_because: self.limit_kept_because,
+            operators,
+        })
+    }
+
+    /// Whether the executor keeps only a bounded part of what the scan sends (an
+    /// aggregation's groups, a top-k's candidates) rather than the rows themselves: the
+    /// scan then needs only a small ring, which it wraps around, instead of one large
+    /// enough to hold a result zero-copy.
+    pub fn consumes_scan(&self) -> bool {
+        self.operators
+            .iter()
+            .any(|op| matches!(op, Operator::Aggregate { .. } | Operator::TopK { .. }))
+    }
 }
+
+/// Largest `k` for which a top-k first finds its k-th key in a scan of its own
+/// ([`PhysicalPlan::topk_prepass`]).
+pub(crate) const TOPK_PREPASS_MAX_K: u64 = 65_536;
 
 #[cfg(test)]
 mod tests {

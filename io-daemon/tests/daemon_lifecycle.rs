@@ -184,13 +184,23 @@ fn rings_made_ahead_serve_scans_of_any_size_and_go_with_the_daemon() {
         );
         assert_eq!(summary.rows_emitted, 5_000);
     }
-    // Exactly the one ring kept ready for the next scan while the daemon lives (the
-    // scans' own rings are gone: their client attached and unlinked them).
+    // Exactly one ring kept ready for each of the two sizes last asked for (2 and 1
+    // MiB) while the daemon lives; the scans' own rings are gone (their client
+    // attached and unlinked them), and so is the 4 MiB one made ahead.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while rings_of(pid).len() != 1 && Instant::now() < deadline {
+    while rings_of(pid).len() != 2 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(rings_of(pid).len(), 1, "{:?}", rings_of(pid));
+    let mut sizes: Vec<u64> = rings_of(pid)
+        .iter()
+        .map(|n| std::fs::metadata(format!("/dev/shm/{n}")).map_or(0, |m| m.len()))
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes.len(), 2, "{:?}", rings_of(pid));
+    assert!(
+        sizes[0] >= 1 << 20 && sizes[0] < 2 << 20 && sizes[1] >= 2 << 20 && sizes[1] < 3 << 20,
+        "ready ring sizes {sizes:?}"
+    );
     daemon.client().stop().unwrap();
     let exit = daemon.wait_exit(Duration::from_secs(5)).expect("exited");
     assert!(exit.success(), "{exit:?}");

@@ -513,6 +513,32 @@ impl ScanSummary {
     pub fn validate(&self) -> Result<(), MessageError> {
         check_version(self.version)
     }
+
+    /// Adds the work of `earlier`, a scan that ran before this one for the same query
+    /// (a top-k's first pass over its sort key): bytes, pages, rows and times are
+    /// summed; what the source is (files and row groups considered, and what pruning
+    /// made of them) stays this scan's.
+    pub fn absorb_work(&mut self, earlier: &ScanSummary) {
+        self.pages_considered += earlier.pages_considered;
+        self.pages_skipped += earlier.pages_skipped;
+        self.row_groups_late_materialized += earlier.row_groups_late_materialized;
+        self.rows_skipped_by_offset += earlier.rows_skipped_by_offset;
+        self.bytes_read += earlier.bytes_read;
+        self.page_index_bytes_read += earlier.page_index_bytes_read;
+        self.column_indexes_loaded += earlier.column_indexes_loaded;
+        self.offset_indexes_loaded += earlier.offset_indexes_loaded;
+        self.page_index_cache_hits += earlier.page_index_cache_hits;
+        self.rows_decoded += earlier.rows_decoded;
+        self.rows_emitted += earlier.rows_emitted;
+        let (t, e) = (&mut self.timings, &earlier.timings);
+        t.total_us += e.total_us;
+        t.plan_us += e.plan_us;
+        t.io_us += e.io_us;
+        t.decode_us += e.decode_us;
+        t.filter_us += e.filter_us;
+        t.ring_wait_us += e.ring_wait_us;
+        t.wait_us += e.wait_us;
+    }
 }
 
 /// Executor → daemon.

@@ -241,6 +241,12 @@ fn print_stats(
     if first.from_statistics {
         eprintln!("answered from Parquet statistics: no column data read, no row decoded");
     }
+    if first.topk_late {
+        eprintln!(
+            "top-k late materialization: a first scan of the sort key, then the other \
+             columns only where the k-th key allows (figures above: both scans)"
+        );
+    }
     let t = &s.timings;
     eprintln!(
         "daemon time: total {}, io {}, decode {}, filter {}, waiting on the ring {}",

@@ -102,3 +102,12 @@ SELECT count(*), min(ts), max(close), min(symbol) FROM ohlcv_part;
 SELECT count(*), min(order_id), max(order_id), min(order_date), max(order_date), min(total), count(ship_date) FROM wide;
 SELECT count(*), count(price), min(qty), max(qty), min(price), min(note), max(note), min(side) FROM duck_trades;
 SELECT min(id), max(id), count(qty), min(side), max(venue), min(ts), max(day) FROM pa_trades;
+-- top-k late materialization (a first scan of the sort key, then the rows bounded by its
+-- k-th value): NULLs first and last, ties on the first key, strings, a residual filter
+SELECT * FROM pa_trades ORDER BY price DESC NULLS FIRST, id LIMIT 12;
+SELECT * FROM pa_trades ORDER BY price ASC NULLS LAST, id LIMIT 9 OFFSET 3;
+SELECT * FROM pa_trades ORDER BY qty DESC, id LIMIT 8;
+SELECT * FROM duck_trades ORDER BY side DESC, id LIMIT 7;
+SELECT * FROM wide ORDER BY status, order_id LIMIT 30 OFFSET 500;
+SELECT * FROM wide WHERE total * 2 > 1500 ORDER BY order_date DESC, order_id LIMIT 25;
+SELECT * FROM ohlcv ORDER BY volume, symbol, ts LIMIT 20;

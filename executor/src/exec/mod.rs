@@ -333,6 +333,72 @@ impl Execution {
         })
     }
 
+    /// After the whole input, for a plan whose first top-k sorts on a plain table column
+    /// (as [`dynamic_filter`](Self::dynamic_filter) needs): the condition on that
+    /// column that every row of the top k satisfies, from the exact k-th key `t`:
+    /// `c >= t` descending or `c <= t` ascending (ties included, unlike the dynamic
+    /// filter: a later sort key may still order them), or'ed with `c IS NULL` when
+    /// NULLs sort first; `c IS NULL` alone when the k-th key is NULL and NULLs sort
+    /// first. `None` when fewer than k rows came or no predicate says it (a NaN k-th
+    /// key, or a NULL one with NULLS LAST).
+    ///
+    /// A zero `t` is widened to both zeros: the daemon orders `-0.0` below `+0.0`.
+    pub fn topk_threshold(&mut self) -> Result<Option<Predicate>, ExecError> {
+        let Some((col, col_type, key)) = self.dynamic_key.clone() else {
+            return Ok(None);
+        };
+        let Some(topk) = self.stages.iter_mut().find_map(|s| match s {
+            Stage::TopK(t) => Some(t),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        let Some(kth) = topk.exact_kth_values()?.and_then(|v| v.first().cloned()) else {
+            return Ok(None);
+        };
+        let column = || Operand::Column(col.clone());
+        let is_null = Predicate::IsNull {
+            expr: column(),
+            negated: false,
+        };
+        if kth.is_null(0) {
+            return Ok(key.nulls_first.then_some(is_null));
+        }
+        let Some(lit) = dynamic_literal(&kth, &col_type) else {
+            return Ok(None);
+        };
+        let lit = match lit {
+            // Matches both zeros.
+            Literal::Float(0.0) => Literal::Float(if key.descending { -0.0 } else { 0.0 }),
+            other => other,
+        };
+        let cmp = Predicate::Compare {
+            left: column(),
+            op: if key.descending {
+                CmpOp::GtEq
+            } else {
+                CmpOp::LtEq
+            },
+            right: Operand::Literal(lit),
+        };
+        Ok(Some(if key.nulls_first {
+            Predicate::Or(vec![cmp, is_null])
+        } else {
+            cmp
+        }))
+    }
+
+    /// Whether the plan's first top-k saw at least k rows (true without a top-k).
+    pub fn topk_saw_k_rows(&self) -> bool {
+        self.stages
+            .iter()
+            .find_map(|s| match s {
+                Stage::TopK(t) => Some(t.saw_k_rows()),
+                _ => None,
+            })
+            .unwrap_or(true)
+    }
+
     /// Copies every batch this execution keeps (result rows, a sort's input, top-k's
     /// candidates) that still points into the scan's ring into memory of its own, so
     /// the ring space goes back to the daemon. The session calls it when the ring is

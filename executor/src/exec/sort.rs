@@ -245,6 +245,20 @@ impl TopK {
         self.kth_values.as_deref()
     }
 
+    /// The key values of the exact k-th row of everything pushed so far (a compaction
+    /// first), or `None` when fewer than `k` rows came.
+    pub(crate) fn exact_kth_values(&mut self) -> Result<Option<&[ArrayRef]>, ExecError> {
+        if self.held.len() > 1 || self.kth.is_none() {
+            self.compact()?;
+        }
+        Ok(self.kth_values.as_deref())
+    }
+
+    /// Whether at least `k` rows came.
+    pub(crate) fn saw_k_rows(&self) -> bool {
+        self.kth.is_some() || self.held_rows >= self.k
+    }
+
     pub(crate) fn finish(mut self) -> Result<Option<RecordBatch>, ExecError> {
         self.compact()?;
         Ok(self.held.pop())

@@ -3,8 +3,9 @@
 //!
 //! Creating a scan's ring (`shm_open`, `ftruncate`, `mmap`) and unmapping it afterwards
 //! were about 17% of a fully pruned query's daemon time. The stock keeps one ring ready
-//! for the capacity last asked for and takes finished producers off the scan's thread to
-//! drop. Every ring is still used by one scan only: nothing a consumer may still map is
+//! for each of the two capacities last asked for (the executor asks for a small ring
+//! when it keeps only an aggregation or a top-k, a large one when it keeps the rows) and
+//! takes finished producers off the scan's thread to drop. Every ring is still used by one scan only: nothing a consumer may still map is
 //! ever written again.
 //!
 //! Tried and not kept: faulting in the ready ring's first pages ahead (as many as the
@@ -19,8 +20,10 @@ use std::thread::JoinHandle;
 use arrow_schema::SchemaRef;
 use ringscan_ipc::{unique_name, FreshRing, Producer, RingError, RingOptions};
 
-/// Rings kept ready.
+/// Rings kept ready per capacity.
 const READY: usize = 1;
+/// Capacities kept ready, the most recently asked for.
+const CAPACITIES: usize = 2;
 /// Jobs queued for the stock's thread at most; beyond that the caller does the work.
 const JOB_QUEUE: usize = 64;
 /// Prefix of ring names (the daemon removes stale ones at start-up).
@@ -37,9 +40,18 @@ enum Job {
 #[derive(Default)]
 struct State {
     ready: Vec<FreshRing>,
-    /// The capacity the last scan asked for.
-    capacity: Option<usize>,
-    options: Option<RingOptions>,
+    /// The capacities the last scans asked for (at most [`CAPACITIES`], the latest
+    /// first), with the options to make rings of each.
+    wanted: Vec<(usize, RingOptions)>,
+}
+
+impl State {
+    fn ready_of(&self, capacity: usize) -> usize {
+        self.ready
+            .iter()
+            .filter(|r| r.capacity_bytes() == capacity)
+            .count()
+    }
 }
 
 /// The stock of ready rings and the thread that fills it.
@@ -91,13 +103,14 @@ impl RingStock {
         let capacity = options.capacity_bytes();
         let ready = {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            if state.capacity != Some(capacity) {
-                // Another size now: rings of the old one will not be asked for.
-                state.ready.clear();
-                state.capacity = Some(capacity);
-            }
-            state.options = Some(options.clone());
-            state.ready.pop()
+            state.wanted.retain(|(c, _)| *c != capacity);
+            state.wanted.insert(0, (capacity, options.clone()));
+            state.wanted.truncate(CAPACITIES);
+            // Rings of a size no longer among the latest will not be asked for.
+            let State { ready, wanted } = &mut *state;
+            ready.retain(|r| wanted.iter().any(|(c, _)| *c == r.capacity_bytes()));
+            let i = ready.iter().position(|r| r.capacity_bytes() == capacity);
+            i.map(|i| ready.swap_remove(i))
         };
         // A full queue already holds work that will refill the stock.
         let _ = self.jobs.try_send(Job::Refill);
@@ -144,21 +157,26 @@ impl Drop for RingStock {
     }
 }
 
-/// Makes rings (outside the lock) until [`READY`] are ready for the current capacity.
+/// Makes rings (outside the lock) until [`READY`] are ready for each wanted capacity.
 fn refill(state: &Mutex<State>) {
     loop {
         let options = {
             let state = state.lock().unwrap_or_else(PoisonError::into_inner);
-            match &state.options {
-                Some(options) if state.ready.len() < READY => options.clone(),
-                _ => return,
+            match state
+                .wanted
+                .iter()
+                .find(|(c, _)| state.ready_of(*c) < READY)
+            {
+                Some((_, options)) => options.clone(),
+                None => return,
             }
         };
         let Ok(ring) = FreshRing::create(&unique_name(RING_PREFIX), &options, 0) else {
             return; // the scan that needs one makes it and reports the error
         };
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.capacity == Some(ring.capacity_bytes()) && state.ready.len() < READY {
+        let capacity = ring.capacity_bytes();
+        if state.wanted.iter().any(|(c, _)| *c == capacity) && state.ready_of(capacity) < READY {
             state.ready.push(ring);
         } else {
             return;
