@@ -447,6 +447,11 @@ impl Coordinator<'_, '_> {
                 task.limit = self.spec.limit.map(|l| {
                     usize::try_from(l.saturating_sub(self.scheduled_rows)).unwrap_or(usize::MAX)
                 });
+            } else {
+                // Tasks before this one can only lower what the scan still wants.
+                task.limit = self
+                    .remaining
+                    .map(|r| usize::try_from(r.saturating_add(self.to_skip)).unwrap_or(usize::MAX));
             }
             self.scheduled_rows += task.rows;
             return Some((seq, task));

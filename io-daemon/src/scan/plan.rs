@@ -52,7 +52,9 @@ pub(crate) struct RgTask {
     pub(crate) selection: Option<RowSelection>,
     /// Rows selected.
     pub(crate) rows: u64,
-    /// Rows the scan still needs, for an unfiltered scan (set when scheduled).
+    /// Rows the scan still needs (set when scheduled): for an unfiltered scan the rows
+    /// to read; for a filtered one the most passing rows it can use (rows it still
+    /// skips for the offset included), after which the task materializes no more.
     pub(crate) limit: Option<usize>,
     /// Decoded size estimate, for the prefetch byte budget.
     pub(crate) estimated_bytes: u64,

@@ -136,8 +136,12 @@ fn run_inner(
         );
     };
 
-    // Phase 1: the predicate's columns, on the page-selected rows.
-    let pred_batches = read(
+    // Phase 1: the predicate's columns, on the page-selected rows; under a limit, only
+    // until as many rows have passed as the scan can use from this task.
+    let mut pred_batches = Vec::new();
+    let mut masks = Vec::new();
+    let mut passed = 0usize;
+    read_each(
         ctx,
         task,
         &ctx.pred_roots,
@@ -146,19 +150,38 @@ fn run_inner(
         ex,
         io,
         out,
+        &mut |b, out| {
+            let start = Instant::now();
+            let working = with_partitions(&b, &ctx.partitions, &ctx.pred_partitions, &ctx.path)?;
+            let m = filter::evaluate(pred, &working, &ctx.path)?;
+            let m = if m.null_count() > 0 {
+                prep_null_mask_filter(&m)
+            } else {
+                m
+            };
+            passed += m.true_count();
+            masks.push(m);
+            pred_batches.push(b);
+            out.filter_us += micros(start);
+            Ok(task.limit.is_none_or(|cap| passed < cap))
+        },
     )?;
     let selected = rows(&pred_batches);
     out.rows_decoded += selected;
     let start = Instant::now();
-    let mut masks = Vec::with_capacity(pred_batches.len());
-    for b in &pred_batches {
-        let working = with_partitions(b, &ctx.partitions, &ctx.pred_partitions, &ctx.path)?;
-        let m = filter::evaluate(pred, &working, &ctx.path)?;
-        masks.push(if m.null_count() > 0 {
-            prep_null_mask_filter(&m)
-        } else {
-            m
-        });
+    // Rows not decoded because the limit was reached pass nothing.
+    let total = match &task.selection {
+        Some(s) => s.row_count(),
+        None => usize::try_from(ctx.meta.row_group(task.row_group).num_rows()).unwrap_or(0),
+    };
+    if let Some(rest) = total.checked_sub(selected as usize).filter(|&n| n > 0) {
+        masks.push(BooleanArray::new(
+            arrow_buffer::BooleanBuffer::new_unset(rest),
+            None,
+        ));
+    }
+    if let Some(cap) = task.limit {
+        cap_passing(&mut masks, cap);
     }
     let passed: usize = masks.iter().map(BooleanArray::true_count).sum();
     let pred_kept = pred_batches
@@ -256,6 +279,26 @@ fn run_inner(
         }
     }
     Ok(())
+}
+
+/// Keeps only the first `cap` passing rows of `masks` (in row order): under a limit the
+/// scan cannot use more from one task, so the other columns are not decoded for them.
+fn cap_passing(masks: &mut [BooleanArray], cap: usize) {
+    let mut left = cap;
+    for m in masks.iter_mut() {
+        let n = m.true_count();
+        if n <= left {
+            left -= n;
+            continue;
+        }
+        let mut kept = arrow_buffer::BooleanBufferBuilder::new(m.len());
+        for v in m.values().iter() {
+            let keep = v && left > 0;
+            left -= usize::from(keep);
+            kept.append(keep);
+        }
+        *m = BooleanArray::new(kept.finish(), None);
+    }
 }
 
 /// Late materialization's cost of one skip, in rows decoded.
