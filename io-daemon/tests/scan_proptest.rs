@@ -484,9 +484,10 @@ proptest! {
     }
 }
 
-/// Signed zeros and NaNs of both signs against every operator, in one-row pages.
+/// Signed zeros and NaNs of both signs against every operator, in one-row pages: DuckDB's
+/// order (both zeros equal; every NaN equal and above +infinity).
 #[test]
-fn floats_in_total_order() {
+fn floats_compare_as_duckdb() {
     let f = vec![
         Some(-0.0),
         Some(0.0),

@@ -4,11 +4,12 @@
 //! Comparisons are `column op literal` (either side), or `column op column` of one type.
 //! The literal is converted to the column's type; when it is not a value of that type
 //! (`int_col < 2.5`, `int8_col = 300`) the comparison is rewritten exactly
-//! (`int_col <= 2`, FALSE) rather than by casting the column. Floats compare in Arrow's
-//! total order (`-0.0 < +0.0`, NaN equal to itself and above +infinity), as the kernels do,
-//! except that every NaN counts as the one NaN whatever its sign bit (the total order
-//! puts a negative NaN, which x86 arithmetic makes, below -infinity; the executor's sort
-//! and DuckDB rank every NaN above +infinity).
+//! (`int_col <= 2`, FALSE) rather than by casting the column. Floats compare as DuckDB
+//! compares them: `-0.0 = +0.0`, and every NaN equal to every other and above +infinity.
+//! That is Arrow's total order (what the kernels use) once both zeros are made `+0.0` and
+//! every NaN the positive one: the total order alone puts `-0.0` below `+0.0`, and a
+//! negative NaN (which x86 arithmetic makes) below -infinity, while the executor's sort
+//! and DuckDB rank every NaN above +infinity.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -219,7 +220,7 @@ impl Eval<'_> {
                 match x.data_type() {
                     DataType::Float32 | DataType::Float64 => {
                         let f = |a: &ArrayRef| {
-                            positive_nans(match a.data_type() {
+                            duckdb_floats(match a.data_type() {
                                 DataType::Float32 => {
                                     a.as_primitive::<Float32Type>().unary(f64::from)
                                 }
@@ -279,10 +280,9 @@ impl Eval<'_> {
                     DataType::Float32 => column.as_primitive::<Float32Type>().unary(f64::from),
                     _ => column.as_primitive::<Float64Type>().clone(),
                 };
-                let v = if v.is_nan() { f64::NAN } else { v };
                 run(
-                    &positive_nans(col),
-                    &Scalar::new(Float64Array::from(vec![v])),
+                    &duckdb_floats(col),
+                    &Scalar::new(Float64Array::from(vec![duckdb_float(v)])),
                     op,
                 )
             }
@@ -386,15 +386,23 @@ fn to_i64(column: &ArrayRef) -> Int64Array {
     }
 }
 
-/// `col` with every NaN made the positive one (see the module docs); no copy when it has
-/// no negative NaN.
-fn positive_nans(col: Float64Array) -> Float64Array {
-    if col
-        .values()
-        .iter()
-        .any(|v| v.is_nan() && v.is_sign_negative())
-    {
-        col.unary(|v| if v.is_nan() { f64::NAN } else { v })
+/// `v` as DuckDB compares it in Arrow's total order: `-0.0` made `+0.0`, every NaN the
+/// positive one (see the module docs).
+fn duckdb_float(v: f64) -> f64 {
+    if v.is_nan() {
+        f64::NAN
+    } else if v == 0.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
+/// `col` with [`duckdb_float`] applied; no copy when it has no `-0.0` and no negative NaN.
+fn duckdb_floats(col: Float64Array) -> Float64Array {
+    let differs = |v: &f64| v.is_sign_negative() && (v.is_nan() || *v == 0.0);
+    if col.values().iter().any(differs) {
+        col.unary(duckdb_float)
     } else {
         col
     }

@@ -22,8 +22,8 @@ pub(crate) enum Value {
     TsMillis(i64),
 }
 
-/// How NaN and signed zeros compare: IEEE (NaN unordered, -0 = +0) or Arrow's total order
-/// with every NaN the positive one (above +infinity, whatever its sign bit).
+/// How NaN and signed zeros compare: IEEE (NaN unordered, -0 = +0) or DuckDB's order
+/// (`Total`: Arrow's total order with -0 = +0 and every NaN equal and above +infinity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FloatSemantics {
     Ieee,
@@ -51,10 +51,19 @@ fn compare(v: &Value, lit: &Literal, sem: FloatSemantics) -> Option<Option<Order
             let c = lit_f(l)?;
             Some(match sem {
                 FloatSemantics::Ieee => x.partial_cmp(&c),
-                // Every NaN is the positive one (the filter's rule, see scan/filter.rs).
+                // DuckDB's rule (see scan/filter.rs): both zeros equal, every NaN the
+                // positive one.
                 FloatSemantics::Total => {
-                    let one_nan = |f: f64| if f.is_nan() { f64::NAN } else { f };
-                    Some(one_nan(*x).total_cmp(&one_nan(c)))
+                    let duck = |f: f64| {
+                        if f.is_nan() {
+                            f64::NAN
+                        } else if f == 0.0 {
+                            0.0
+                        } else {
+                            f
+                        }
+                    };
+                    Some(duck(*x).total_cmp(&duck(c)))
                 }
             })
         }
