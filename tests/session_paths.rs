@@ -512,6 +512,8 @@ fn topk_late_materialization_reads_less_and_says_so() {
         explain.contains("Top-k late materialization") && explain.contains("first scan: [ts]"),
         "{explain}"
     );
+    let explain = plain.explain(sql).expect("explain");
+    assert!(!explain.contains("late materialization"), "{explain}");
     let two = late.query(sql, false).expect("late");
     let one = plain.query(sql, false).expect("plain");
     assert!(two.topk_late && !one.topk_late);

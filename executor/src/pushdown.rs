@@ -517,20 +517,25 @@ impl PhysicalPlan {
             };
             let _ = writeln!(s, "  {line}");
         }
-        if let Some(first) = self.topk_prepass() {
-            let key = match first.operators.last() {
-                Some(Operator::TopK { keys, .. }) => fmt_keys(keys),
-                _ => String::new(),
-            };
-            let columns = first.scan.projection.as_deref().unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "Top-k late materialization\n  first scan: [{}] only, to find the k-th row by \
-                 {key}\n  then the scan above, with the k-th key pushed as a bound",
-                columns.join(", ")
-            );
-        }
         s
+    }
+
+    /// The `EXPLAIN` lines of top-k late materialization ([`topk_prepass`]), when the
+    /// plan qualifies.
+    ///
+    /// [`topk_prepass`]: Self::topk_prepass
+    pub fn explain_topk_late(&self) -> Option<String> {
+        let first = self.topk_prepass()?;
+        let key = match first.operators.last() {
+            Some(Operator::TopK { keys, .. }) => fmt_keys(keys),
+            _ => String::new(),
+        };
+        let columns = first.scan.projection.as_deref().unwrap_or_default();
+        Some(format!(
+            "Top-k late materialization\n  first scan: [{}] only, to find the k-th row by \
+             {key}\n  then the scan above, with the k-th key pushed as a bound\n",
+            columns.join(", ")
+        ))
     }
 
     /// Top-k late materialization: for `ORDER BY c ... LIMIT k` (no aggregation, no

@@ -262,6 +262,9 @@ impl Session {
 
     fn explain_plan(&self, plan: &PhysicalPlan) -> String {
         let mut text = plan.explain();
+        if self.topk_late {
+            text.extend(plan.explain_topk_late());
+        }
         if !plan.logical.is_aggregate() {
             return text;
         }
@@ -446,7 +449,7 @@ impl Session {
 
     /// Runs the plan's scan and operators: a top-k that qualifies for late
     /// materialization ([`PhysicalPlan::topk_prepass`]) in two scans, anything else in
-    /// one (then the flag is set).
+    /// one. The flag: the two scans answered.
     fn run_plan(
         &self,
         plan: &PhysicalPlan,
