@@ -340,9 +340,8 @@ impl Execution {
     /// filter: a later sort key may still order them), or'ed with `c IS NULL` when
     /// NULLs sort first; `c IS NULL` alone when the k-th key is NULL and NULLs sort
     /// first. `None` when fewer than k rows came or no predicate says it (a NaN k-th
-    /// key, or a NULL one with NULLS LAST).
-    ///
-    /// A zero `t` is widened to both zeros: the daemon orders `-0.0` below `+0.0`.
+    /// key, or a NULL one with NULLS LAST). A zero `t` needs no care: the daemon
+    /// compares both zeros equal, as DuckDB and the sort do.
     pub fn topk_threshold(&mut self) -> Result<Option<Predicate>, ExecError> {
         let Some((col, col_type, key)) = self.dynamic_key.clone() else {
             return Ok(None);
@@ -366,11 +365,6 @@ impl Execution {
         }
         let Some(lit) = dynamic_literal(&kth, &col_type) else {
             return Ok(None);
-        };
-        let lit = match lit {
-            // Matches both zeros.
-            Literal::Float(0.0) => Literal::Float(if key.descending { -0.0 } else { 0.0 }),
-            other => other,
         };
         let cmp = Predicate::Compare {
             left: column(),
