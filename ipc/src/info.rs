@@ -89,6 +89,28 @@ pub struct CacheStatus {
     pub page_indexes: u64,
 }
 
+/// Counters of the daemon's column cache (decoded column chunks of hot files).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ColumnCacheStatus {
+    /// Reads (one row group's columns for one task phase) served from the cache.
+    pub hits: u64,
+    /// Reads that were not.
+    pub misses: u64,
+    /// Chunks decoded whole and kept (on their second use).
+    pub admitted: u64,
+    /// Chunks dropped to stay within the budget.
+    pub evictions: u64,
+    /// Chunks dropped because their file changed.
+    pub invalidated: u64,
+    /// Chunks held.
+    pub entries: u64,
+    /// Bytes held.
+    pub bytes: u64,
+    /// The budget (0: off).
+    pub capacity_bytes: u64,
+}
+
 /// What [`ClientMessage::Status`](crate::msg::ClientMessage::Status) answers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -105,6 +127,8 @@ pub struct DaemonStatus {
     pub scans_served: u64,
     /// The footer cache.
     pub metadata_cache: CacheStatus,
+    /// The column cache.
+    pub column_cache: ColumnCacheStatus,
     /// The data directory it serves.
     pub data_dir: PathBuf,
 }

@@ -25,7 +25,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use crate::info::{
-    decode_schema, encode_schema, CacheStatus, DaemonStatus, FileVersion, TableInfo,
+    decode_schema, encode_schema, CacheStatus, ColumnCacheStatus, DaemonStatus, FileVersion,
+    TableInfo,
 };
 pub use crate::stats::{
     decode_min_max, encode_min_max, ColumnStatistics, TableStatistics, MAX_STATISTICS_COLUMNS,
@@ -440,6 +441,10 @@ pub struct ScanSummary {
     /// Row groups whose non-predicate columns were decoded only for passing rows.
     #[serde(default)]
     pub row_groups_late_materialized: u64,
+    /// Reads (one row group's columns for one phase of a task) served decoded from the
+    /// daemon's column cache: no IO, no decompression, no decoding.
+    #[serde(default)]
+    pub column_cache_hits: u64,
     /// Row groups of an unfiltered scan skipped whole by the request's offset (never
     /// read); also counted in `row_groups_pruned`.
     #[serde(default)]
@@ -493,6 +498,7 @@ impl Default for ScanSummary {
             row_groups_pruned_by_dynamic_filter: 0,
             pages_considered: 0,
             row_groups_late_materialized: 0,
+            column_cache_hits: 0,
             row_groups_skipped_by_offset: 0,
             rows_skipped_by_offset: 0,
             bytes_read: 0,
@@ -522,6 +528,7 @@ impl ScanSummary {
         self.pages_considered += earlier.pages_considered;
         self.pages_skipped += earlier.pages_skipped;
         self.row_groups_late_materialized += earlier.row_groups_late_materialized;
+        self.column_cache_hits += earlier.column_cache_hits;
         self.rows_skipped_by_offset += earlier.rows_skipped_by_offset;
         self.bytes_read += earlier.bytes_read;
         self.page_index_bytes_read += earlier.page_index_bytes_read;

@@ -57,6 +57,9 @@ struct RunOpts {
     /// truncated while mapped).
     #[arg(long, value_name = "MODE", default_value_t = IoMode::default(), value_parser = parse_io_mode)]
     io: IoMode,
+    /// Memory for decoded column chunks of hot files, kept between scans (0: off).
+    #[arg(long, value_name = "BYTES", default_value_t = DaemonConfig::DEFAULT_COLUMN_CACHE_BYTES)]
+    column_cache_bytes: usize,
 }
 
 fn parse_io_mode(s: &str) -> Result<IoMode, String> {
@@ -78,6 +81,7 @@ fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     let mut config = DaemonConfig::new(&data);
     config.idle_timeout = opts.idle_timeout;
     config.io_mode = run.io;
+    config.column_cache_bytes = run.column_cache_bytes;
     server::run(config).with_context(|| format!("IO daemon for {}", data.display()))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -179,6 +183,18 @@ fn status(opts: &Opts) -> anyhow::Result<ExitCode> {
     println!(
         "footer cache   {} entries, {} of {} bytes, {} hits, {} misses, {} evictions",
         cache.entries, cache.bytes, cache.capacity_bytes, cache.hits, cache.misses, cache.evictions
+    );
+    let columns = &s.column_cache;
+    println!(
+        "column cache   {} chunks, {} of {} bytes, {} hits, {} misses, {} admitted, {} evicted, {} invalidated",
+        columns.entries,
+        columns.bytes,
+        columns.capacity_bytes,
+        columns.hits,
+        columns.misses,
+        columns.admitted,
+        columns.evictions,
+        columns.invalidated
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -195,6 +195,7 @@ fn scan_json(s: &ScanSummary) -> Value {
         "bytes_read": s.bytes_read,
         "rows_decoded": s.rows_decoded,
         "rows_emitted": s.rows_emitted,
+        "column_cache_hits": s.column_cache_hits,
         "timings_us": s.timings,
     })
 }
@@ -236,6 +237,12 @@ fn print_stats(
             "offset: {} rows skipped in the daemon ({} row groups never read)",
             human_count(s.rows_skipped_by_offset),
             human_count(s.row_groups_skipped_by_offset),
+        );
+    }
+    if s.column_cache_hits > 0 {
+        eprintln!(
+            "column cache: {} reads served decoded from the daemon's memory",
+            human_count(s.column_cache_hits)
         );
     }
     if first.from_statistics {

@@ -47,6 +47,11 @@ fn parse(args: &[String]) -> Result<DaemonConfig, String> {
                     .parse()
                     .map_err(|_| format!("--cache-bytes: invalid size {value:?}"))?;
             }
+            "--column-cache-bytes" => {
+                config.column_cache_bytes = value
+                    .parse()
+                    .map_err(|_| format!("--column-cache-bytes: invalid size {value:?}"))?;
+            }
             "--io" => config.io_mode = value.parse().map_err(|e| format!("--io: {e}"))?,
             other => return Err(format!("unknown argument {other:?}")),
         }

@@ -11,6 +11,7 @@ use parquet::file::metadata::{
     FileMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataBuilder, ParquetMetaDataReader,
 };
 
+use super::columns::ColumnCache;
 use super::derived::{Derived, DerivedCache};
 use super::page_index::{self, IndexKey, IndexLoad, LoadedIndex, SparsePageIndex};
 use super::source::ByteRangeSource;
@@ -103,6 +104,7 @@ pub struct MetadataCache {
     capacity_bytes: usize,
     inner: Mutex<Inner>,
     derived: DerivedCache,
+    columns: ColumnCache,
 }
 
 impl MetadataCache {
@@ -113,7 +115,19 @@ impl MetadataCache {
             capacity_bytes,
             inner: Mutex::new(Inner::default()),
             derived: DerivedCache::default(),
+            columns: ColumnCache::new(0),
         }
+    }
+
+    /// With a [`ColumnCache`] of `capacity_bytes` beside it (0, the default: none).
+    pub fn with_column_cache(mut self, capacity_bytes: usize) -> Self {
+        self.columns = ColumnCache::new(capacity_bytes);
+        self
+    }
+
+    /// The decoded column chunks kept with these footers.
+    pub fn columns(&self) -> &ColumnCache {
+        &self.columns
     }
 
     /// The byte budget.

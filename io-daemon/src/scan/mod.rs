@@ -24,6 +24,7 @@
 //! what was pruned (by which mechanism) and read.
 
 mod cache;
+mod columns;
 mod derived;
 mod dynamic;
 mod error;
@@ -50,6 +51,7 @@ use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use ringscan_ipc::msg::{Predicate, ScanSummary};
 
 pub use cache::{CacheStats, MetadataCache};
+pub use columns::{ColumnCache, ColumnCacheStats};
 pub use dynamic::DynamicFilter;
 pub use error::ScanError;
 pub use page_index::{IndexKind, MAX_PAGE_INDEX_BYTES};
@@ -254,6 +256,7 @@ pub fn scan_files(
         predicate: spec.predicate,
         batch_size: spec.batch_size.max(1),
         late: spec.late_materialization,
+        columns: cache.columns(),
         stop: &stop,
         cancel: spec.cancel,
     };
@@ -516,6 +519,7 @@ impl Coordinator<'_, '_> {
         s.timings.decode_us += stats.decode_us;
         s.timings.filter_us += stats.filter_us;
         s.row_groups_late_materialized += u64::from(stats.late);
+        s.column_cache_hits += stats.cached_reads;
     }
 
     /// The scan is complete before the task that `out` belongs to: stop the workers and

@@ -25,6 +25,9 @@ pub(crate) struct FileCtx {
     pub(crate) path: PathBuf,
     pub(crate) source: Arc<dyn ByteRangeSource>,
     pub(crate) meta: Arc<ParquetMetaData>,
+    /// The footer as the metadata cache holds it (`meta` may be a copy with page
+    /// indexes): the file version's identity for the column cache.
+    pub(crate) footer: Arc<ParquetMetaData>,
     pub(crate) arrow_meta: ArrowReaderMetadata,
     /// The file's column map for pruning (top-k's dynamic filter re-prunes per task).
     pub(crate) columns: Arc<crate::prune::ColumnMap>,
@@ -277,6 +280,7 @@ fn plan_inner(
 
     // The reader skips pages by the offset indexes in the metadata it is given: the
     // footer with exactly the loaded page indexes (a cheap copy; indexes are shared).
+    let cached_footer = Arc::clone(&footer);
     let (meta, arrow_meta) = if page_index.is_empty() {
         (footer, arrow_meta)
     } else {
@@ -295,6 +299,7 @@ fn plan_inner(
         path: path.to_path_buf(),
         source,
         meta: Arc::clone(&meta),
+        footer: cached_footer,
         arrow_meta,
         columns: Arc::clone(&derived.columns),
         partitions,

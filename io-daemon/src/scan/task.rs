@@ -26,6 +26,7 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection
 use parquet::arrow::ProjectionMask;
 use ringscan_ipc::msg::Predicate;
 
+use super::columns::{ColumnCache, Lookup};
 use super::file::{project, project_schema, with_partitions};
 use super::plan::{FileCtx, RgTask};
 use super::source::{IoStats, Prefetched};
@@ -37,6 +38,8 @@ pub(crate) struct Exec<'a> {
     pub(crate) predicate: Option<&'a Predicate>,
     pub(crate) batch_size: usize,
     pub(crate) late: LateMaterialization,
+    /// Decoded chunks kept between scans.
+    pub(crate) columns: &'a ColumnCache,
     /// Set by the coordinator when the scan ends early.
     pub(crate) stop: &'a AtomicBool,
     /// The caller's cancel flag.
@@ -59,6 +62,8 @@ pub(crate) struct TaskOutput {
     pub(crate) decode_us: u64,
     pub(crate) filter_us: u64,
     pub(crate) late: bool,
+    /// Reads served by the column cache.
+    pub(crate) cached_reads: u64,
 }
 
 /// Where a task's output batches go, in row order: `false` when the scan no longer
@@ -518,6 +523,167 @@ fn read_each(
         }
         return Ok(());
     }
+    let estimate = chunk_bytes(ctx, task.row_group, roots);
+    match ex
+        .columns
+        .lookup(&ctx.path, &ctx.footer, task.row_group, roots, estimate)
+    {
+        Lookup::Pass => decode_each(
+            ctx, task, roots, selection, limit, batch_size, ex, io, out, each,
+        ),
+        Lookup::Hit(full) => {
+            out.cached_reads += 1;
+            serve(
+                ctx,
+                &full,
+                selection.as_ref(),
+                limit,
+                batch_size,
+                ex,
+                out,
+                each,
+            )
+        }
+        Lookup::Admit => {
+            let whole = usize::try_from(ctx.meta.row_group(task.row_group).num_rows()).unwrap_or(0);
+            let mut parts = Vec::new();
+            decode_each(
+                ctx,
+                task,
+                roots,
+                None,
+                None,
+                whole.max(1),
+                ex,
+                io,
+                out,
+                &mut |b, _| {
+                    parts.push(b);
+                    Ok(true)
+                },
+            )?;
+            if ex.stopped() {
+                return Ok(());
+            }
+            let full = concat(&parts, ctx)?;
+            if full.num_rows() != whole {
+                return Err(mismatch(ctx, task));
+            }
+            ex.columns
+                .insert(&ctx.path, &ctx.footer, task.row_group, roots, &full);
+            serve(
+                ctx,
+                &full,
+                selection.as_ref(),
+                limit,
+                batch_size,
+                ex,
+                out,
+                each,
+            )
+        }
+    }
+}
+
+/// Decoded bytes of the chunks of `roots` in `row_group`, as the footer has them.
+fn chunk_bytes(ctx: &FileCtx, row_group: usize, roots: &[usize]) -> u64 {
+    let schema = ctx.meta.file_metadata().schema_descr();
+    let rg = ctx.meta.row_group(row_group);
+    (0..rg.num_columns())
+        .filter(|&c| roots.contains(&schema.get_column_root_idx(c)))
+        .map(|c| u64::try_from(rg.column(c).uncompressed_size()).unwrap_or(u64::MAX))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// More selected runs than this are gathered with one filter, not sliced run by run.
+const MAX_SLICES: usize = 8;
+
+/// Hands `each` the rows of `full` (a whole row group from the column cache) that
+/// `selection` and `limit` pick, in batches of at most `batch_size`: slices of the
+/// cached arrays for a few runs, one filtered copy for many.
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    ctx: &FileCtx,
+    full: &RecordBatch,
+    selection: Option<&RowSelection>,
+    limit: Option<usize>,
+    batch_size: usize,
+    ex: &Exec<'_>,
+    out: &mut TaskOutput,
+    each: &mut EachBatch<'_>,
+) -> Result<(), ScanError> {
+    let start = Instant::now();
+    let total = full.num_rows();
+    let mut runs: Vec<Range<usize>> = match selection {
+        None => std::iter::once(0..total).collect(),
+        Some(s) => {
+            let mut runs: Vec<Range<usize>> = Vec::new();
+            let mut at = 0usize;
+            for sel in s.iter() {
+                let end = at.saturating_add(sel.row_count).min(total);
+                if !sel.skip && end > at {
+                    match runs.last_mut() {
+                        Some(last) if last.end == at => last.end = end,
+                        _ => runs.push(at..end),
+                    }
+                }
+                at = end;
+            }
+            runs
+        }
+    };
+    if let Some(mut left) = limit {
+        runs.retain_mut(|r| {
+            let n = r.len().min(left);
+            r.end = r.start + n;
+            left -= n;
+            n > 0
+        });
+    }
+    let pieces = if runs.len() <= MAX_SLICES {
+        runs.iter().map(|r| full.slice(r.start, r.len())).collect()
+    } else {
+        let mut mask = arrow_buffer::BooleanBufferBuilder::new(total);
+        mask.append_n(total, false);
+        for r in &runs {
+            for i in r.clone() {
+                mask.set_bit(i, true);
+            }
+        }
+        let mask = BooleanArray::new(mask.finish(), None);
+        vec![filter_record_batch(full, &mask).map_err(arrow_err(ctx))?]
+    };
+    out.decode_us += micros(start);
+    for piece in pieces {
+        let mut offset = 0;
+        while offset < piece.num_rows() {
+            if ex.stopped() {
+                return Ok(());
+            }
+            let n = batch_size.min(piece.num_rows() - offset);
+            if !each(piece.slice(offset, n), out)? {
+                return Ok(());
+            }
+            offset += n;
+        }
+    }
+    Ok(())
+}
+
+/// [`read_each`] without the column cache: fetches the byte ranges and decodes.
+#[allow(clippy::too_many_arguments)]
+fn decode_each(
+    ctx: &FileCtx,
+    task: &RgTask,
+    roots: &[usize],
+    selection: Option<RowSelection>,
+    limit: Option<usize>,
+    batch_size: usize,
+    ex: &Exec<'_>,
+    io: &Arc<IoStats>,
+    out: &mut TaskOutput,
+    each: &mut EachBatch<'_>,
+) -> Result<(), ScanError> {
     let ranges = ranges(ctx, task, roots, selection.as_ref())?;
     let data =
         Prefetched::fetch(Arc::clone(&ctx.source), ranges, Arc::clone(io)).map_err(|source| {

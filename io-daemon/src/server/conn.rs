@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ringscan_ipc::msg::{
-    encode_schema, read_frame, write_frame, CacheStatus, ClientMessage, DaemonMessage,
-    DaemonStatus, MessageError, ScanSource, TableInfo, TableStatistics,
+    encode_schema, read_frame, write_frame, CacheStatus, ClientMessage, ColumnCacheStatus,
+    DaemonMessage, DaemonStatus, MessageError, ScanSource, TableInfo, TableStatistics,
 };
 
 use super::{scan, Shared};
@@ -145,7 +145,23 @@ fn status(shared: &Shared) -> DaemonStatus {
             page_index_misses: stats.page_index_misses,
             page_indexes: stats.page_indexes as u64,
         },
+        column_cache: column_cache_status(shared),
         data_dir: shared.data_dir.clone(),
+    }
+}
+
+pub(crate) fn column_cache_status(shared: &Shared) -> ColumnCacheStatus {
+    let columns = shared.cache.columns();
+    let stats = columns.stats();
+    ColumnCacheStatus {
+        hits: stats.hits,
+        misses: stats.misses,
+        admitted: stats.admitted,
+        evictions: stats.evictions,
+        invalidated: stats.invalidated,
+        entries: stats.entries as u64,
+        bytes: stats.bytes as u64,
+        capacity_bytes: columns.capacity_bytes() as u64,
     }
 }
 

@@ -57,6 +57,8 @@ pub struct DaemonConfig {
     pub max_concurrent_scans: usize,
     /// Budget of the footer cache.
     pub metadata_cache_bytes: usize,
+    /// Budget of the column cache (decoded column chunks of hot files; 0: off).
+    pub column_cache_bytes: usize,
     /// How scans read local files ([`IoMode::default`] unless told).
     pub io_mode: IoMode,
 }
@@ -68,6 +70,8 @@ impl DaemonConfig {
     pub const DEFAULT_MAX_CONCURRENT_SCANS: usize = 16;
     /// Default footer cache budget (256 MiB).
     pub const DEFAULT_METADATA_CACHE_BYTES: usize = 256 << 20;
+    /// Default column cache budget (256 MiB).
+    pub const DEFAULT_COLUMN_CACHE_BYTES: usize = 256 << 20;
 
     /// Defaults for `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -76,6 +80,7 @@ impl DaemonConfig {
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             max_concurrent_scans: Self::DEFAULT_MAX_CONCURRENT_SCANS,
             metadata_cache_bytes: Self::DEFAULT_METADATA_CACHE_BYTES,
+            column_cache_bytes: Self::DEFAULT_COLUMN_CACHE_BYTES,
             io_mode: IoMode::default(),
         }
     }
@@ -247,7 +252,8 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     // polling accept cost each scan up to one poll interval (20 ms measured) of latency.
 
     let shared = Arc::new(Shared {
-        cache: MetadataCache::new(config.metadata_cache_bytes),
+        cache: MetadataCache::new(config.metadata_cache_bytes)
+            .with_column_cache(config.column_cache_bytes),
         log: Log::open(&log_path(&data_dir)),
         data_dir: data_dir.clone(),
         config,

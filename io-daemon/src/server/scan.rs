@@ -399,6 +399,7 @@ fn run_scan(
             "page_index_misses": stats.page_index_misses,
             "page_indexes": stats.page_indexes,
         },
+        "column_cache": super::conn::column_cache_status(shared),
     });
     Ok(summary)
 }
