@@ -29,6 +29,7 @@ use std::io::{self, Read};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
@@ -128,13 +129,41 @@ pub enum ClientError {
     },
 }
 
-/// A connection to the IO daemon for requests (ping, describe, status, stop); each scan
-/// opens its own connection ([`scan`](Self::scan)), so one client can run several.
+/// A connection to the IO daemon for requests (ping, describe, status, stop). A scan
+/// runs on a connection of its own ([`scan`](Self::scan)), so one client can run
+/// several at once; the connection and ring of a scan that ended well are kept for the
+/// client's next scan (see [`scan`](Self::scan)).
 #[derive(Debug)]
 pub struct DaemonClient {
     path: PathBuf,
     stream: UnixStream,
     timeout: Duration,
+    kept: Arc<Mutex<Option<Kept>>>,
+}
+
+/// A finished scan's connection and ring, kept for the next scan.
+#[derive(Debug)]
+struct Kept {
+    conn: Conn,
+    consumer: Consumer,
+}
+
+/// A scan connection, shut down when dropped (unless taken out to be kept).
+#[derive(Debug)]
+struct Conn(Option<UnixStream>);
+
+impl Conn {
+    fn stream(&mut self, op: &'static str) -> Result<&mut UnixStream, ClientError> {
+        self.0.as_mut().ok_or(ClientError::Closed { op })
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(stream) = &self.0 {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
 }
 
 impl DaemonClient {
@@ -146,6 +175,7 @@ impl DaemonClient {
             path,
             stream,
             timeout: DEFAULT_REQUEST_TIMEOUT,
+            kept: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -213,22 +243,78 @@ impl DaemonClient {
         }
     }
 
-    /// Starts a scan on a new connection and attaches to its ring.
+    /// Starts a scan and attaches to its ring: on the connection and ring of this
+    /// client's last scan when that one ended well and none of its batches is alive
+    /// any more (the daemon writes the new stream into the same ring, whose pages both
+    /// processes have mapped already), else on a new connection.
     pub fn scan(&self, request: &ScanRequest) -> Result<ScanStream, ClientError> {
         const OP: &str = "starting a scan";
-        let mut stream = open(&self.path)?;
-        send(&mut stream, &ClientMessage::Scan(request.clone()), OP)?;
-        let ring_name = match read_message(&mut stream, Instant::now() + self.timeout, OP)? {
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut kept) = kept {
+            if kept.consumer.held_bytes() == 0 && kept.consumer.rearm() {
+                if let Some(stream) = self.scan_on(kept, request)? {
+                    return Ok(stream);
+                }
+            }
+        }
+        let mut conn = Conn(Some(open(&self.path)?));
+        let stream = conn.stream(OP)?;
+        send(stream, &ClientMessage::Scan(request.clone()), OP)?;
+        let ring_name = match read_message(stream, Instant::now() + self.timeout, OP)? {
             DaemonMessage::RingReady { ring_name } => ring_name,
             other => return Err(unexpected(OP, &other)),
         };
         let consumer = Consumer::attach(&ring_name)?;
-        Ok(ScanStream {
-            stream,
+        Ok(self.stream_of(conn, consumer))
+    }
+
+    /// The scan on a kept connection: `None` when the connection turned out dead (the
+    /// daemon restarted, say) before the daemon answered, so that a new one may try.
+    fn scan_on(
+        &self,
+        kept: Kept,
+        request: &ScanRequest,
+    ) -> Result<Option<ScanStream>, ClientError> {
+        const OP: &str = "starting a scan";
+        let Kept {
+            mut conn,
+            mut consumer,
+        } = kept;
+        let stream = conn.stream(OP)?;
+        match send(stream, &ClientMessage::Scan(request.clone()), OP) {
+            Ok(()) => {}
+            Err(ClientError::Closed { .. } | ClientError::Io { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let ring_name = match read_message(stream, Instant::now() + self.timeout, OP) {
+            Ok(DaemonMessage::RingReady { ring_name }) => ring_name,
+            Ok(other) => return Err(unexpected(OP, &other)),
+            Err(ClientError::Closed { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let consumer = if ring_name == consumer.name() {
+            consumer.begin_stream()?;
+            consumer
+        } else {
+            // The daemon made a new ring (another capacity): the old one goes.
+            drop(consumer);
+            Consumer::attach(&ring_name)?
+        };
+        Ok(Some(self.stream_of(conn, consumer)))
+    }
+
+    fn stream_of(&self, conn: Conn, consumer: Consumer) -> ScanStream {
+        ScanStream {
+            conn,
             consumer,
             timeout: self.timeout,
             ended: false,
-        })
+            home: Arc::clone(&self.kept),
+        }
     }
 
     fn request(
@@ -244,10 +330,12 @@ impl DaemonClient {
 /// One scan: batches from the ring, then the daemon's summary from the socket.
 #[derive(Debug)]
 pub struct ScanStream {
-    stream: UnixStream,
+    conn: Conn,
     consumer: Consumer,
     timeout: Duration,
     ended: bool,
+    /// Where the connection and ring go when the scan ended well.
+    home: Arc<Mutex<Option<Kept>>>,
 }
 
 impl ScanStream {
@@ -293,10 +381,11 @@ impl ScanStream {
 
     /// Hands the daemon a tighter filter for the rest of the scan.
     pub fn refine(&mut self, predicate: &Predicate) -> Result<(), ClientError> {
+        const OP: &str = "refining a scan";
         let message = ClientMessage::Refine {
             predicate: predicate.clone(),
         };
-        send(&mut self.stream, &message, "refining a scan")
+        send(self.conn.stream(OP)?, &message, OP)
     }
 
     /// Stops the scan: the ring is cancelled (the daemon sees it at its next push) and
@@ -305,36 +394,38 @@ impl ScanStream {
         self.consumer.cancel();
         self.ended = true;
         // The daemon may have finished and closed already: nothing to tell then.
-        let _ = send(
-            &mut self.stream,
-            &ClientMessage::Cancel,
-            "cancelling a scan",
-        );
+        const OP: &str = "cancelling a scan";
+        if let Ok(stream) = self.conn.stream(OP) {
+            let _ = send(stream, &ClientMessage::Cancel, OP);
+        }
     }
 
     /// Waits for the daemon's summary (cancelling the scan first if the stream was not
-    /// read to its end). A scan that failed gives the daemon's error.
+    /// read to its end). A scan that failed gives the daemon's error. After a summary
+    /// the connection and ring are kept for the client's next scan.
     pub fn finish(mut self) -> Result<ScanSummary, ClientError> {
         const OP: &str = "waiting for the scan summary";
         if !self.ended {
             self.cancel();
         }
         let deadline = Instant::now() + self.timeout;
-        match read_message(&mut self.stream, deadline, OP)? {
+        match read_message(self.conn.stream(OP)?, deadline, OP)? {
             DaemonMessage::Summary(summary) => {
                 summary
                     .validate()
                     .map_err(|source| ClientError::Protocol { op: OP, source })?;
+                let ScanStream {
+                    conn,
+                    consumer,
+                    home,
+                    ..
+                } = self;
+                *home.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(Kept { conn, consumer });
                 Ok(summary)
             }
             other => Err(unexpected(OP, &other)),
         }
-    }
-}
-
-impl Drop for ScanStream {
-    fn drop(&mut self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
     }
 }
 

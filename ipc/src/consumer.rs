@@ -237,21 +237,76 @@ impl Consumer {
             #[cfg(test)]
             last_batch_start: 0,
         };
-        let Some((header, offset)) = consumer.next_record(true)? else {
-            unreachable!("blocking next_record returns a record or an error");
-        };
-        if header.kind != RecordKind::Schema {
-            return Err(corrupt(format!(
-                "first record is {:?}, not a schema",
-                header.kind
-            )));
-        }
-        let payload = consumer.copy_payload(offset, header.payload_bytes)?;
-        consumer.consume(header);
-        let schema = Arc::new(decode_schema(&payload).map_err(|e| consumer.decode_error(e))?);
-        consumer.schema = schema.clone();
-        consumer.decoder = BatchDecoder::new(schema);
+        consumer.read_schema()?;
         Ok(consumer)
+    }
+
+    /// Reads the stream's schema record (blocking), padding before it skipped.
+    fn read_schema(&mut self) -> Result<(), RingError> {
+        loop {
+            let Some((header, offset)) = self.next_record(true)? else {
+                unreachable!("blocking next_record returns a record or an error");
+            };
+            match header.kind {
+                RecordKind::Padding => self.consume(header),
+                RecordKind::Schema => {
+                    let payload = self.copy_payload(offset, header.payload_bytes)?;
+                    self.consume(header);
+                    let schema =
+                        Arc::new(decode_schema(&payload).map_err(|e| self.decode_error(e))?);
+                    self.schema = schema.clone();
+                    self.decoder = BatchDecoder::new(schema);
+                    return Ok(());
+                }
+                other => {
+                    return Err(RingError::corrupt(
+                        self.name(),
+                        format!("first record is {other:?}, not a schema"),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Gets ready for another stream on this ring once this one is over (the producer
+    /// has written all of it: the daemon said the scan ended). Reads past what is left
+    /// of this stream up to its terminal record without decoding it (batches handed out
+    /// before stay valid) and tells the producer it may start the next one. `false`
+    /// when that is not possible (no terminal record: the producer never acknowledged a
+    /// cancel, or the stream failed); the ring must then not be reused.
+    pub fn rearm(&mut self) -> bool {
+        if !self.finished {
+            loop {
+                match self.next_record(false) {
+                    Ok(Some((header, _))) => match header.kind {
+                        RecordKind::Padding | RecordKind::Batch => self.consume(header),
+                        RecordKind::EndOfStream | RecordKind::Cancel => {
+                            self.consume(header);
+                            break;
+                        }
+                        RecordKind::Error | RecordKind::Schema => return false,
+                    },
+                    Ok(None) | Err(_) => return false,
+                }
+            }
+        }
+        self.done = false;
+        self.finished = false;
+        let h = self.shared.header.header();
+        // Release, partner: the Acquire load of `consumer_state` in `Producer::restart`.
+        h.consumer_state.store(state::RUNNING, Ordering::Release);
+        notify_always(&h.space_word);
+        true
+    }
+
+    /// Starts reading the next stream after [`rearm`](Self::rearm) and the producer's
+    /// restart: reads its schema record.
+    pub fn begin_stream(&mut self) -> Result<(), RingError> {
+        let result = self.read_schema();
+        if result.is_err() {
+            self.done = true;
+        }
+        result
     }
 
     /// The stream's schema.

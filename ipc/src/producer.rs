@@ -188,6 +188,68 @@ impl Producer {
         self.close(RecordKind::EndOfStream, &[], state::FINISHED)
     }
 
+    /// Whether the stream ended with a terminal record, so that the ring can carry
+    /// another ([`restart`](Self::restart)).
+    pub fn is_ended(&self) -> bool {
+        self.closed
+    }
+
+    /// Starts another stream on this ring, of `schema`, after the last one ended (a
+    /// terminal record written) and the consumer read past it and said it is ready for
+    /// more (`Consumer::rearm`). When every byte of the ring has been released, the new
+    /// stream starts at the beginning of the data area (the tail is padded), so that a
+    /// session's streams keep writing to the same, already present, pages.
+    ///
+    /// On an error the ring must not be used again.
+    pub fn restart(&mut self, schema: SchemaRef) -> Result<(), RingError> {
+        if !self.closed {
+            return Err(RingError::corrupt(
+                &self.name,
+                "restart before the end of the stream",
+            ));
+        }
+        // Acquire, partner: the Release store of `consumer_state` in `Consumer::rearm`.
+        let consumer_state = self.mapping.header().consumer_state.load(Ordering::Acquire);
+        if consumer_state != state::RUNNING || self.consumer_pid() == 0 {
+            return Err(RingError::corrupt(
+                &self.name,
+                format!("restart with the consumer in state {consumer_state}"),
+            ));
+        }
+        self.check_consumer(true)?;
+        let (encoder, schema_bytes) =
+            BatchEncoder::new(schema.clone()).map_err(|source| RingError::Arrow {
+                op: "encode",
+                name: self.name.clone(),
+                source,
+            })?;
+        // Running again before any record of the new stream is visible: a consumer that
+        // finds the ring empty waits instead of reporting a missing terminal record.
+        self.closed = false;
+        self.set_state(state::RUNNING);
+        let offset = self.write_pos % self.capacity;
+        if offset != 0 && self.free_bytes()? == self.capacity {
+            let tail = self.capacity - offset;
+            let pad = RecordHeader {
+                kind: RecordKind::Padding,
+                payload_bytes: tail - RECORD_HEADER_BYTES as u64,
+                seq: self.next_seq,
+            };
+            self.write_at(offset, &[&pad.encode()])?;
+            self.publish(tail);
+        }
+        self.encoder = encoder;
+        self.schema = schema;
+        if !self.write_record(RecordKind::Schema, &[&schema_bytes], false)? {
+            return Err(RingError::RecordTooLarge {
+                name: self.name.clone(),
+                record_bytes: RECORD_HEADER_BYTES as u64 + schema_bytes.len() as u64,
+                capacity_bytes: self.capacity,
+            });
+        }
+        Ok(())
+    }
+
     /// Sends `message` (the producer's error text, truncated to
     /// [`MAX_ERROR_TEXT_BYTES`]) to the consumer, which yields it as
     /// [`RingError::ProducerFailed`], and ends the stream.

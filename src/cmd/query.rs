@@ -7,11 +7,13 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use ringscan_executor::format::{write_csv, write_json, write_table};
 use ringscan_executor::session::{QueryOutcome, Session, SessionOptions};
+use ringscan_executor::QueryResult;
 use ringscan_ipc::msg::ScanSummary;
 use serde_json::{json, Map, Value};
 
@@ -130,6 +132,14 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
         if first.is_none() {
             first = Some(outcome);
         } else {
+            // Only the first run's rows are printed. The later runs' rows go now: alive,
+            // they would hold the ring that the next run's scan can otherwise reuse.
+            let mut outcome = outcome;
+            outcome.result = Arc::new(QueryResult {
+                schema: Arc::clone(&outcome.result.schema),
+                batches: Vec::new(),
+                rows: outcome.result.rows,
+            });
             last = Some(outcome);
         }
     }

@@ -30,6 +30,8 @@ use crate::table::{self, ResolvedTable};
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Read slice of the control thread (it checks whether the scan is over between reads).
 const CONTROL_POLL: Duration = Duration::from_millis(100);
+/// A scan connection waiting this long for its session's next scan is closed.
+const SESSION_IDLE: Duration = Duration::from_secs(15 * 60);
 
 /// What the client said on the scan's connection.
 #[derive(Debug, Default)]
@@ -38,8 +40,13 @@ struct ControlState {
     cancelled: AtomicBool,
     /// The connection closed (or broke).
     closed: AtomicBool,
-    /// The scan is over: the control thread should return.
+    /// The scan failed: the control thread should return (the connection closes).
     done: AtomicBool,
+    /// The scan ended well and its summary is on its way: the connection may carry
+    /// another scan, which the control thread takes (see [`ControlState::next`]).
+    finished: AtomicBool,
+    /// The next scan's request, read by the control thread after `finished`.
+    next: Mutex<Option<ScanRequest>>,
     /// A bad frame, reported instead of the summary.
     bad_frame: Mutex<Option<String>>,
     /// The tightest filter the client sent so far (top-k's bound): the scan skips row
@@ -63,13 +70,32 @@ fn spawn_control(
 
 fn control_loop(mut stream: UnixStream, state: &ControlState) {
     let _ = stream.set_read_timeout(Some(CONTROL_POLL));
+    let mut idle_since: Option<Instant> = None;
     while !state.done.load(Ordering::Acquire) {
+        if state.finished.load(Ordering::Acquire) {
+            // Waiting for the session's next scan: not forever.
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= SESSION_IDLE {
+                state.closed.store(true, Ordering::Release);
+                return;
+            }
+        }
         match read_frame::<_, ClientMessage>(&mut stream) {
             Ok(Some(ClientMessage::Cancel)) => state.cancelled.store(true, Ordering::Release),
             Ok(Some(ClientMessage::Refine { predicate })) => match predicate.validate_tree() {
                 Ok(()) => state.refine.set(predicate),
                 Err(e) => return bad(state, format!("invalid refine predicate: {}", chain(&e))),
             },
+            Ok(Some(ClientMessage::Scan(request))) if state.finished.load(Ordering::Acquire) => {
+                let message = ClientMessage::Scan(request);
+                if let Err(e) = message.validate() {
+                    return bad(state, chain(&e));
+                }
+                if let ClientMessage::Scan(request) = message {
+                    *state.next.lock().unwrap_or_else(PoisonError::into_inner) = Some(request);
+                }
+                return;
+            }
             Ok(Some(other)) => {
                 let mut text = format!("{other:?}");
                 text.truncate(100);
@@ -197,11 +223,59 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// Serves one scan request on `stream`, then closes it.
-pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanRequest) {
+/// Serves scan requests on `stream`: the first, then each the client sends after the
+/// summary of the last (its session's next query), on the same ring when the client
+/// is ready for that (it rearmed its consumer) and the capacity is the same. A session
+/// thus maps its ring once and keeps writing to pages already present on both sides:
+/// faulting in a fresh ring's pages was a third of a selective query's daemon time.
+pub(crate) fn serve(shared: &Arc<Shared>, stream: UnixStream, request: ScanRequest) {
+    let (mut stream, mut request, mut kept) = (stream, request, None);
+    loop {
+        let Some((s, producer, next)) = serve_one(shared, stream, request, kept) else {
+            return;
+        };
+        match next {
+            Some(next) => {
+                (stream, request, kept) = (s, next, Some(producer));
+            }
+            None => {
+                shared.rings.retire(producer);
+                return;
+            }
+        }
+    }
+}
+
+/// A reused ring restarted for `schema`, or a ready one from the stock.
+fn ring_for(
+    shared: &Shared,
+    kept: Option<Producer>,
+    options: &RingOptions,
+    schema: SchemaRef,
+) -> Result<Producer, RingError> {
+    if let Some(mut producer) = kept {
+        if producer.capacity_bytes() == options.capacity_bytes()
+            && producer.restart(Arc::clone(&schema)).is_ok()
+        {
+            return Ok(producer);
+        }
+        shared.rings.retire(producer);
+    }
+    shared.rings.take(options, schema)
+}
+
+/// Serves one scan; when it ended well and the client sent another request on the
+/// connection, returns the connection, the producer and that request (`None` for the
+/// request when the client closed instead).
+fn serve_one(
+    shared: &Arc<Shared>,
+    mut stream: UnixStream,
+    request: ScanRequest,
+    kept: Option<Producer>,
+) -> Option<(UnixStream, Producer, Option<ScanRequest>)> {
     let started = Instant::now();
     let source = source_text(&request.source);
-    let Some(_slot) = shared.try_start_scan() else {
+    let Some(slot) = shared.try_start_scan() else {
         shared.log.line(&format!("scan {source}: refused, busy"));
         reply_error(
             &mut stream,
@@ -210,24 +284,24 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
                 shared.config.max_concurrent_scans
             ),
         );
-        return;
+        return None;
     };
     let prepared = match prepare(shared, &request) {
         Ok(p) => p,
         Err(message) => {
             shared.log.line(&format!("scan {source}: error: {message}"));
             reply_error(&mut stream, message);
-            return;
+            return None;
         }
     };
     let options = RingOptions::new(request.ring_capacity_bytes).with_attach_timeout(ATTACH_TIMEOUT);
-    let mut producer = match shared.rings.take(&options, Arc::clone(&prepared.output)) {
+    let mut producer = match ring_for(shared, kept, &options, Arc::clone(&prepared.output)) {
         Ok(p) => p,
         Err(e) => {
             let message = format!("cannot create the scan's ring: {}", chain(&e));
             shared.log.line(&format!("scan {source}: error: {message}"));
             reply_error(&mut stream, message);
-            return;
+            return None;
         }
     };
     let ready = DaemonMessage::RingReady {
@@ -238,7 +312,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
             "scan {source}: client gone before the ring: {}",
             chain(&e)
         ));
-        return;
+        return None;
     }
 
     let control = Arc::new(ControlState::default());
@@ -251,14 +325,13 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
             let message = format!("cannot start the scan's control thread: {e}");
             let _ = producer.fail(&message);
             reply_error(&mut stream, message);
-            return;
+            return None;
         }
     };
     let result = match producer.wait_for_consumer() {
         Ok(()) => run_scan(shared, &prepared, &request, &mut producer, &control),
         Err(e) => Err(chain(&e)),
     };
-    control.done.store(true, Ordering::Release);
     let bad_frame = control
         .bad_frame
         .lock()
@@ -269,7 +342,6 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
         (Ok(summary), None) => {
             // A consumer that cancelled or left makes finish fail: nothing to tell it.
             let _ = producer.end();
-            shared.rings.retire(producer);
             shared.log.line(&format!(
                 "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} ms{}",
                 summary.rows_emitted,
@@ -284,21 +356,50 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, request: ScanR
                     ""
                 }
             ));
-            if !control.closed.load(Ordering::Acquire) {
-                let _ = write_frame(&mut stream, &DaemonMessage::Summary(summary));
+            drop(slot);
+            // From here the control thread takes the client's next request (or sees it
+            // close): set before the summary goes, which the client waits for first.
+            control.finished.store(true, Ordering::Release);
+            if control.closed.load(Ordering::Acquire)
+                || write_frame(&mut stream, &DaemonMessage::Summary(summary)).is_err()
+            {
+                control.done.store(true, Ordering::Release);
+                let _ = control_thread.recv();
+                shared.rings.retire(producer);
+                return None;
             }
+            let _ = control_thread.recv();
+            if let Some(message) = control
+                .bad_frame
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
+                shared.log.line(&format!("scan connection: {message}"));
+                reply_error(&mut stream, message);
+                shared.rings.retire(producer);
+                return None;
+            }
+            let next = control
+                .next
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            Some((stream, producer, next))
         }
         (Err(message), _) | (Ok(_), Some(message)) => {
+            control.done.store(true, Ordering::Release);
             shared.log.line(&format!(
                 "scan {source}: error after {elapsed_ms} ms: {message}"
             ));
             let _ = producer.fail(&message);
             reply_error(&mut stream, message);
+            // The control loop sees `done` within one poll and returns (a closed
+            // channel means it has returned already).
+            let _ = control_thread.recv();
+            None
         }
     }
-    // The control loop sees `done` within one poll and returns (a closed channel means
-    // it has returned already).
-    let _ = control_thread.recv();
 }
 
 /// Runs the scan into the ring; a panic anywhere inside is this scan's error.
