@@ -536,3 +536,58 @@ fn topk_late_materialization_reads_less_and_says_so() {
         .expect("explain");
     assert!(!explain.contains("late materialization"), "{explain}");
 }
+
+/// A session's queries share one connection and ring (the daemon restarts its stream
+/// in the ring of the scan before), and the daemon's column cache serves the chunks the
+/// queries used twice before: every run of every query, in any order, with rows of an
+/// earlier run still alive or not, gives what its first run gave.
+#[test]
+fn a_session_reuses_its_ring_and_hot_chunks_give_the_same_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write(
+        &data.join("t/a.parquet"),
+        &FileSpec {
+            row_group_rows: 300,
+            ..spec(rows(3000))
+        },
+    );
+    let daemon = Daemon::start(&data);
+    let mut session = daemon.session();
+    let queries = [
+        // Rows out (a large ring), aggregates (a small one), a limit that cancels the
+        // scan part way, a top-k in two scans, and an unfiltered load.
+        "SELECT i, f, s FROM t WHERE f >= 600 AND i * 2 > f",
+        "SELECT count(*), sum(f), min(s) FROM t WHERE i > 100",
+        "SELECT * FROM t WHERE s > 's1' LIMIT 5",
+        "SELECT * FROM t ORDER BY f DESC LIMIT 9",
+        "SELECT * FROM t",
+        "SELECT d, count(*) FROM t WHERE f < 50 GROUP BY d ORDER BY d",
+    ];
+    let first: Vec<_> = queries
+        .iter()
+        .map(|sql| cells(&session.query(sql, false).expect(sql)))
+        .collect();
+    // The first query's rows stay alive throughout (its ring is then not reused).
+    let pinned = session.query(queries[0], false).expect("pinned");
+    for round in 0..4 {
+        for (k, sql) in queries.iter().enumerate().rev() {
+            let outcome = session.query(sql, false).expect(sql);
+            assert_eq!(cells(&outcome), first[k], "round {round}: {sql}");
+        }
+    }
+    assert_eq!(cells(&pinned), first[0], "rows kept alive were overwritten");
+    let mut client = DaemonClient::connect(socket_path(&data)).expect("connect");
+    let status = client.status().expect("status");
+    assert!(
+        status.rings_reused >= 10,
+        "{} of {} scans reused a ring",
+        status.rings_reused,
+        status.scans_served
+    );
+    assert!(
+        status.column_cache.hits >= 10 && status.column_cache.entries > 0,
+        "{:?}",
+        status.column_cache
+    );
+}

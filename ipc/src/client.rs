@@ -138,8 +138,13 @@ pub struct DaemonClient {
     path: PathBuf,
     stream: UnixStream,
     timeout: Duration,
-    kept: Arc<Mutex<Option<Kept>>>,
+    kept: Arc<Mutex<Vec<Kept>>>,
 }
+
+/// Kept scan connections at most: one per ring capacity of the last scans (the executor
+/// asks for a small ring when it keeps only an aggregate or a top-k, a large one when
+/// it keeps the rows, so a mixed workload alternates).
+const KEPT_MAX: usize = 2;
 
 /// A finished scan's connection and ring, kept for the next scan.
 #[derive(Debug)]
@@ -175,7 +180,7 @@ impl DaemonClient {
             path,
             stream,
             timeout: DEFAULT_REQUEST_TIMEOUT,
-            kept: Arc::new(Mutex::new(None)),
+            kept: Arc::new(Mutex::new(Vec::new())),
         })
     }
 
@@ -249,11 +254,14 @@ impl DaemonClient {
     /// processes have mapped already), else on a new connection.
     pub fn scan(&self, request: &ScanRequest) -> Result<ScanStream, ClientError> {
         const OP: &str = "starting a scan";
-        let kept = self
-            .kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let capacity = crate::RingOptions::new(request.ring_capacity_bytes).capacity_bytes() as u64;
+        let kept = {
+            let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+            let i = kept
+                .iter()
+                .position(|k| k.consumer.capacity_bytes() == capacity);
+            i.map(|i| kept.remove(i))
+        };
         if let Some(mut kept) = kept {
             if kept.consumer.held_bytes() == 0 && kept.consumer.rearm() {
                 if let Some(stream) = self.scan_on(kept, request)? {
@@ -335,7 +343,7 @@ pub struct ScanStream {
     timeout: Duration,
     ended: bool,
     /// Where the connection and ring go when the scan ended well.
-    home: Arc<Mutex<Option<Kept>>>,
+    home: Arc<Mutex<Vec<Kept>>>,
 }
 
 impl ScanStream {
@@ -420,8 +428,11 @@ impl ScanStream {
                     home,
                     ..
                 } = self;
-                *home.lock().unwrap_or_else(PoisonError::into_inner) =
-                    Some(Kept { conn, consumer });
+                let mut kept = home.lock().unwrap_or_else(PoisonError::into_inner);
+                let capacity = consumer.capacity_bytes();
+                kept.retain(|k| k.consumer.capacity_bytes() != capacity);
+                kept.insert(0, Kept { conn, consumer });
+                kept.truncate(KEPT_MAX);
                 Ok(summary)
             }
             other => Err(unexpected(OP, &other)),

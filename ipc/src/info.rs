@@ -125,6 +125,9 @@ pub struct DaemonStatus {
     pub scans_active: u64,
     /// Scans finished (successfully or not) since start.
     pub scans_served: u64,
+    /// Scans that wrote into the ring of their connection's scan before (a session's
+    /// later queries), rather than a new one.
+    pub rings_reused: u64,
     /// The footer cache.
     pub metadata_cache: CacheStatus,
     /// The column cache.

@@ -177,8 +177,8 @@ fn status(opts: &Opts) -> anyhow::Result<ExitCode> {
     println!("uptime         {:.1} s", s.uptime_ms as f64 / 1000.0);
     println!("idle timeout   {:.1} s", s.idle_timeout_ms as f64 / 1000.0);
     println!(
-        "scans          {} active, {} served",
-        s.scans_active, s.scans_served
+        "scans          {} active, {} served ({} on their session's ring of the scan before)",
+        s.scans_active, s.scans_served, s.rings_reused
     );
     println!(
         "footer cache   {} entries, {} of {} bytes, {} hits, {} misses, {} evictions",

@@ -134,6 +134,7 @@ fn status(shared: &Shared) -> DaemonStatus {
         idle_timeout_ms: u64::try_from(shared.config.idle_timeout.as_millis()).unwrap_or(u64::MAX),
         scans_active: shared.scans_active.load(Ordering::Acquire),
         scans_served: shared.scans_served.load(Ordering::Relaxed),
+        rings_reused: shared.rings_reused.load(Ordering::Relaxed),
         metadata_cache: CacheStatus {
             hits: stats.hits,
             misses: stats.misses,

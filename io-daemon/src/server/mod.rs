@@ -152,6 +152,8 @@ pub(crate) struct Shared {
     pub(crate) started: Instant,
     pub(crate) scans_active: AtomicU64,
     pub(crate) scans_served: AtomicU64,
+    /// Scans that wrote into their connection's ring of the scan before.
+    pub(crate) rings_reused: AtomicU64,
     pub(crate) stopping: AtomicBool,
     /// The watchdog found the daemon idle past its timeout.
     idle_exit: AtomicBool,
@@ -260,6 +262,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         started: Instant::now(),
         scans_active: AtomicU64::new(0),
         scans_served: AtomicU64::new(0),
+        rings_reused: AtomicU64::new(0),
         stopping: AtomicBool::new(false),
         idle_exit: AtomicBool::new(false),
         connections: Mutex::new(HashMap::new()),

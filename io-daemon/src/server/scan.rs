@@ -257,6 +257,7 @@ fn ring_for(
         if producer.capacity_bytes() == options.capacity_bytes()
             && producer.restart(Arc::clone(&schema)).is_ok()
         {
+            shared.rings_reused.fetch_add(1, Ordering::Relaxed);
             return Ok(producer);
         }
         shared.rings.retire(producer);
