@@ -168,12 +168,13 @@ fn rings_made_ahead_serve_scans_of_any_size_and_go_with_the_daemon() {
     write_file(&data.join("t/a.parquet"), 0, 5_000);
     let mut daemon = Daemon::start(&data, &[]);
     let pid = daemon.child.id();
-    let client = daemon.client();
     let table = ringscan_ipc::msg::ScanSource::Table { name: "t".into() };
     let expected =
         daemon_support::reference(&data, &ringscan_ipc::msg::ScanRequest::new(table.clone()));
     // Alternating ring sizes: a ring made ahead for one size must never serve another.
+    // A client per scan: one client's later scans reuse its own rings, not the stock's.
     for (i, mib) in [1usize, 1, 4, 4, 1, 2].into_iter().enumerate() {
+        let client = daemon.client();
         let mut request = ringscan_ipc::msg::ScanRequest::new(table.clone());
         request.ring_capacity_bytes = mib << 20;
         let (batches, summary) = daemon_support::scan_via(&client, &request).unwrap();
