@@ -133,10 +133,11 @@ class ProtocolEngine:
 class RingscanEngine:
     """`ringscan query --repeat K --stats-json F` per chunk; in-engine latency from F."""
 
-    def __init__(self, exe, data_dir, cold_cmd):
+    def __init__(self, exe, data_dir, cold_cmd, warmup=0):
         self.exe = exe
         self.data_dir = data_dir
         self.cold_cmd = cold_cmd
+        self.warmup = warmup
         self.rss = None
         self.stats = []
 
@@ -155,6 +156,10 @@ class RingscanEngine:
             stats_path = f.name
         argv = [self.exe, "query", "--data", self.data_dir, "--format", "csv",
                 "--repeat", str(n), "--stats-json", stats_path]
+        if not scenario.get("cold") and self.warmup > 0:
+            # Each call is a new executor process: warm its session in that process, as
+            # the other engines' persistent workers were warmed once (--warmup).
+            argv += ["--warmup", str(self.warmup)]
         if not scenario.get("result_cache"):
             argv.append("--no-cache")
         argv.append(scenario["sql"])
@@ -244,7 +249,7 @@ def make_engine(name, args, spec, spec_path):
     if name == "baseline":
         return ProtocolEngine(name, [args.ringscan, "__bench-side", "baseline", "--suite",
                                      spec["suite"], "--data", spec["data_dir"]])
-    return RingscanEngine(args.ringscan, spec["data_dir"], args.cold_cmd)
+    return RingscanEngine(args.ringscan, spec["data_dir"], args.cold_cmd, args.warmup)
 
 
 def run_scenario(args, spec, spec_path, scenario, engines, repeat):

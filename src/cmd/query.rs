@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use ringscan_executor::format::{write_csv, write_json, write_table};
 use ringscan_executor::session::{QueryOutcome, Session, SessionOptions};
-use ringscan_executor::QueryResult;
+use ringscan_executor::{owned_copy, QueryResult};
 use ringscan_ipc::msg::ScanSummary;
 use serde_json::{json, Map, Value};
 
@@ -57,6 +57,10 @@ pub(crate) struct QueryArgs {
     /// Run the query this many times in this process; report latency percentiles.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     repeat: u32,
+    /// Run the query this many times first, untimed and unreported: the `--repeat` runs
+    /// then measure a warm session (its connection and ring, the plan cache).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    warmup: u32,
     /// Write latency, scan, cache and counter figures as one JSON object to this file.
     #[arg(long)]
     stats_json: Option<PathBuf>,
@@ -123,6 +127,9 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
         println!("{}", session.explain(&args.sql)?);
         return Ok(std::process::ExitCode::SUCCESS);
     }
+    for _ in 0..args.warmup {
+        drop(session.query(&args.sql, !args.no_cache)?);
+    }
     let mut latencies_us = Vec::with_capacity(args.repeat as usize);
     let mut first: Option<QueryOutcome> = None;
     let mut last: Option<QueryOutcome> = None;
@@ -130,6 +137,22 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
         let outcome = session.query(&args.sql, !args.no_cache)?;
         latencies_us.push(outcome.total_us);
         if first.is_none() {
+            let mut outcome = outcome;
+            if args.repeat > 1 {
+                // Printed at the end: copied out of the ring now (outside the timing),
+                // so that the next run's scan can reuse the ring.
+                let result = &outcome.result;
+                let owned = owned_copy(Arc::clone(&result.schema), &result.batches)?;
+                outcome.result = Arc::new(QueryResult {
+                    schema: Arc::clone(&result.schema),
+                    batches: if owned.num_rows() > 0 {
+                        vec![owned]
+                    } else {
+                        Vec::new()
+                    },
+                    rows: result.rows,
+                });
+            }
             first = Some(outcome);
         } else {
             // Only the first run's rows are printed. The later runs' rows go now: alive,
@@ -162,6 +185,7 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
         let stats = json!({
             "sql": args.sql,
             "repeat": args.repeat,
+            "warmup": args.warmup,
             "latency_us": {
                 "p50": latency.p50,
                 "p95": latency.p95,

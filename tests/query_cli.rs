@@ -1,0 +1,137 @@
+//! `ringscan query`'s measurement flags: `--repeat`, `--warmup` and `--stats-json` (the
+//! fields the benchmark harness and users read), through a daemon the query starts.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow_array::{Float64Array, Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+use serde_json::Value;
+
+fn ringscan(args: &[&str], data: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ringscan"))
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("spawn ringscan")
+}
+
+/// Stops the daemon the queries started, whatever the test did.
+struct DaemonGuard<'a>(&'a Path);
+
+impl Drop for DaemonGuard<'_> {
+    fn drop(&mut self) {
+        let _ = ringscan(&["daemon", "stop"], self.0);
+    }
+}
+
+fn write_table(data: &Path, rows: i64) {
+    let dir = data.join("t");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("x", DataType::Float64, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new((0..rows).collect::<Int64Array>()),
+            Arc::new((0..rows).map(|k| k as f64 / 2.0).collect::<Float64Array>()),
+        ],
+    )
+    .expect("batch");
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(1000))
+        .build();
+    let file = File::create(dir.join("a.parquet")).expect("create");
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+fn number(v: &Value, path: &[&str]) -> f64 {
+    let mut at = v;
+    for key in path {
+        at = &at[*key];
+    }
+    at.as_f64()
+        .unwrap_or_else(|| panic!("{} is not a number in {v}", path.join(".")))
+}
+
+#[test]
+fn stats_json_reports_the_timed_runs_of_a_warm_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_table(&data, 5000);
+    let _guard = DaemonGuard(&data);
+    let stats_path = dir.path().join("stats.json");
+    let out = ringscan(
+        &[
+            "query",
+            "--no-cache",
+            "--format",
+            "csv",
+            "--warmup",
+            "2",
+            "--repeat",
+            "5",
+            "--stats-json",
+            stats_path.to_str().expect("utf-8"),
+            "SELECT k, x FROM t WHERE k >= 4200",
+        ],
+        &data,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The rows once, with a header.
+    assert_eq!(stdout.lines().count(), 1 + 800, "{stdout}");
+    assert_eq!(stdout.lines().next(), Some("k,x"));
+    let stats: Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats_path).expect("stats")).expect("json");
+    assert_eq!(stats["repeat"], 5);
+    assert_eq!(stats["warmup"], 2);
+    assert_eq!(stats["rows_returned"], 800);
+    // Only the timed runs are in the percentiles.
+    let samples = stats["latency_us"]["samples"].as_array().expect("samples");
+    assert_eq!(samples.len(), 5, "{stats}");
+    let (p50, p95, p99) = (
+        number(&stats, &["latency_us", "p50"]),
+        number(&stats, &["latency_us", "p95"]),
+        number(&stats, &["latency_us", "p99"]),
+    );
+    assert!(0.0 < p50 && p50 <= p95 && p95 <= p99, "{stats}");
+    assert!(number(&stats, &["latency_us", "mean"]) > 0.0);
+    // Four of the five row groups are pruned by their statistics.
+    assert_eq!(number(&stats, &["scan", "files_total"]), 1.0);
+    assert_eq!(number(&stats, &["scan", "row_groups_total"]), 5.0);
+    assert_eq!(number(&stats, &["scan", "row_groups_pruned"]), 4.0);
+    assert_eq!(number(&stats, &["scan", "rows_emitted"]), 800.0);
+    assert!(number(&stats, &["scan", "rows_decoded"]) >= 800.0);
+    assert!(number(&stats, &["scan", "bytes_read"]) >= 0.0);
+    assert!(number(&stats, &["scan", "pages_pruned"]) >= 0.0);
+    // The warm-up filled the plan cache; the result cache was not used.
+    assert_eq!(stats["cache"]["plan_hit"], true, "{stats}");
+    assert_eq!(stats["cache"]["first_plan_hit"], true, "{stats}");
+    assert_eq!(stats["cache"]["result_hit"], false, "{stats}");
+    assert!(stats["counters"]["daemon"].is_object(), "{stats}");
+    assert!(stats["counters"]["executor"].is_object(), "{stats}");
+    // The session's timed scans reused its ring.
+    let status = ringscan(&["daemon", "status"], &data);
+    let text = String::from_utf8_lossy(&status.stdout);
+    let reused: u32 = text
+        .split(" on their session's ring")
+        .next()
+        .and_then(|head| head.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(reused >= 4, "{text}");
+}
