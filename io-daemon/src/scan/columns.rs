@@ -129,6 +129,27 @@ impl ColumnCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether every column of `roots` of row group `row_group` of `path` (under
+    /// `footer`) is held: a read of them would be served from memory. Counts nothing.
+    pub(crate) fn holds(
+        &self,
+        path: &Path,
+        footer: &Arc<ParquetMetaData>,
+        row_group: usize,
+        roots: &[usize],
+    ) -> bool {
+        if self.capacity_bytes == 0 {
+            return false;
+        }
+        let inner = self.lock();
+        inner.files.get(path).is_some_and(|f| {
+            Arc::ptr_eq(&f.footer, footer)
+                && roots
+                    .iter()
+                    .all(|r| f.chunks.contains_key(&(row_group, *r)))
+        })
+    }
+
     /// The columns `roots` of row group `row_group` of `path` (whose parsed footer is
     /// `footer`), `estimated_bytes` decoded.
     pub(crate) fn lookup(

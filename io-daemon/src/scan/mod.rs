@@ -233,6 +233,30 @@ enum TaskMsg {
 /// A task for a worker: its sequence number, the row group, and where its output goes.
 type Job = (u64, RgTask, crossbeam_channel::Sender<TaskMsg>);
 
+/// A task whose chunks the column cache holds, and that is at most this large
+/// (decoded), runs on the coordinator's thread at its turn: serving it is slicing and
+/// filtering arrays in memory, cheaper than starting a worker thread for it (that was
+/// a tenth of a selective hot query's daemon time).
+const HOT_INLINE_MAX_BYTES: u64 = 4 << 20;
+
+/// Whether `task` runs on the coordinator's thread (see [`HOT_INLINE_MAX_BYTES`]).
+fn is_hot(exec: &Exec<'_>, task: &RgTask) -> bool {
+    if task.estimated_bytes > HOT_INLINE_MAX_BYTES {
+        return false;
+    }
+    let file = &*task.file;
+    let roots: Vec<usize> = file
+        .pred_roots
+        .iter()
+        .chain(&file.rest_roots)
+        .copied()
+        .collect();
+    !roots.is_empty()
+        && exec
+            .columns
+            .holds(&file.path, &file.footer, task.row_group, &roots)
+}
+
 /// The most batches a task may have decoded ahead of the sink. A task's channel holds
 /// its whole row group (up to this), so that the workers on later row groups never wait
 /// for the sink: a channel of 4 batches made the two-thread full scan of 10M rows barely
@@ -297,6 +321,7 @@ pub fn scan_files(
             next_emit: 0,
             pending: BTreeMap::new(),
             outputs: BTreeMap::new(),
+            hot: BTreeMap::new(),
             in_flight: 0,
             in_flight_bytes: 0,
             estimates: BTreeMap::new(),
@@ -307,7 +332,7 @@ pub fn scan_files(
         let result = if threads == 1 {
             coordinator.run_inline(&exec, sink)
         } else {
-            coordinator.run(&job_tx, sink, threads, &mut spawn_worker)
+            coordinator.run(&exec, &job_tx, sink, threads, &mut spawn_worker)
         };
         stop.store(true, Ordering::Relaxed);
         drop(job_tx);
@@ -335,6 +360,8 @@ struct Coordinator<'s, 'c> {
     /// The output channels of the tasks in flight, and their files' sources (checked
     /// after the sink has read each batch, which may point into a mapping).
     outputs: BTreeMap<u64, (crossbeam_channel::Receiver<TaskMsg>, TaskFile)>,
+    /// Tasks whose chunks the column cache holds, run on this thread at their turn.
+    hot: BTreeMap<u64, RgTask>,
     in_flight: usize,
     in_flight_bytes: u64,
     estimates: BTreeMap<u64, u64>,
@@ -350,6 +377,7 @@ struct Coordinator<'s, 'c> {
 impl Coordinator<'_, '_> {
     fn run(
         &mut self,
+        exec: &Exec<'_>,
         jobs: &crossbeam_channel::Sender<Job>,
         sink: &mut Sink<'_>,
         threads: usize,
@@ -371,7 +399,11 @@ impl Coordinator<'_, '_> {
                 self.in_flight += 1;
                 self.in_flight_bytes += task.estimated_bytes;
                 self.estimates.insert(seq, task.estimated_bytes);
-                if workers < threads && workers < self.in_flight {
+                if is_hot(exec, &task) {
+                    self.hot.insert(seq, task);
+                    continue;
+                }
+                if workers < threads && workers < self.in_flight - self.hot.len() {
                     spawn_worker();
                     workers += 1;
                 }
@@ -393,6 +425,17 @@ impl Coordinator<'_, '_> {
             let seq = self.next_emit;
             if let Some(e) = self.pending.remove(&seq) {
                 return Err(e);
+            }
+            if let Some(task) = self.hot.remove(&seq) {
+                let more = self.run_here(seq, &task, exec, sink)?;
+                self.in_flight -= 1;
+                let est = self.estimates.remove(&seq).unwrap_or(0);
+                self.in_flight_bytes = self.in_flight_bytes.saturating_sub(est);
+                if !more {
+                    self.stop.store(true, Ordering::Relaxed);
+                    return Ok(());
+                }
+                continue;
             }
             let Some((out_rx, (path, source))) = self.outputs.remove(&seq) else {
                 return Err(ScanError::Sink(format!("scan task {seq} has no output")));
@@ -477,37 +520,49 @@ impl Coordinator<'_, '_> {
                     None => Ok(()),
                 };
             };
-            let mut more = true;
-            let mut sink_error = None;
-            let mut emit = |batch: RecordBatch| match self.emit(batch, sink) {
-                Ok(true) => true,
-                Ok(false) => {
-                    more = false;
-                    false
-                }
-                Err(e) => {
-                    sink_error = Some(e);
-                    false
-                }
-            };
-            let result = guard_panic(&task.file.path, || task::run(&task, exec, &mut emit));
-            let stats = task::prefer_truncation(&task, result);
-            if let Some(e) = sink_error {
-                return Err(e);
-            }
-            let stats = stats?;
-            self.account(&stats);
-            self.next_emit = seq + 1;
-            // The sink may have read pages that went away under a mapping.
-            if task.file.source.poisoned() {
-                return Err(ScanError::Truncated {
-                    file: task.file.path.clone(),
-                });
-            }
-            if !more {
+            if !self.run_here(seq, &task, exec, sink)? {
                 return Ok(());
             }
         }
+    }
+
+    /// Runs task `seq` on this thread, its batches going straight to the sink; whether
+    /// the sink wants more.
+    fn run_here(
+        &mut self,
+        seq: u64,
+        task: &RgTask,
+        exec: &Exec<'_>,
+        sink: &mut Sink<'_>,
+    ) -> Result<bool, ScanError> {
+        let mut more = true;
+        let mut sink_error = None;
+        let mut emit = |batch: RecordBatch| match self.emit(batch, sink) {
+            Ok(true) => true,
+            Ok(false) => {
+                more = false;
+                false
+            }
+            Err(e) => {
+                sink_error = Some(e);
+                false
+            }
+        };
+        let result = guard_panic(&task.file.path, || task::run(task, exec, &mut emit));
+        let stats = task::prefer_truncation(task, result);
+        if let Some(e) = sink_error {
+            return Err(e);
+        }
+        let stats = stats?;
+        self.account(&stats);
+        self.next_emit = seq + 1;
+        // The sink may have read pages that went away under a mapping.
+        if task.file.source.poisoned() {
+            return Err(ScanError::Truncated {
+                file: task.file.path.clone(),
+            });
+        }
+        Ok(more)
     }
 
     /// Adds a finished task's counters to the summary.
