@@ -613,7 +613,32 @@ fn serve(
     each: &mut EachBatch<'_>,
 ) -> Result<(), ScanError> {
     let start = Instant::now();
-    let total = full.num_rows();
+    let runs = selected_runs(selection, full.num_rows(), limit);
+    let pieces = take_runs(full, &runs).map_err(arrow_err(ctx))?;
+    out.decode_us += micros(start);
+    for piece in pieces {
+        let mut offset = 0;
+        while offset < piece.num_rows() {
+            if ex.stopped() {
+                return Ok(());
+            }
+            let n = batch_size.min(piece.num_rows() - offset);
+            if !each(piece.slice(offset, n), out)? {
+                return Ok(());
+            }
+            offset += n;
+        }
+    }
+    Ok(())
+}
+
+/// The row ranges of a `total`-row row group that `selection` (all rows when `None`)
+/// picks, the first `limit` of them, merged where adjacent.
+fn selected_runs(
+    selection: Option<&RowSelection>,
+    total: usize,
+    limit: Option<usize>,
+) -> Vec<Range<usize>> {
     let mut runs: Vec<Range<usize>> = match selection {
         None => std::iter::once(0..total).collect(),
         Some(s) => {
@@ -640,34 +665,29 @@ fn serve(
             n > 0
         });
     }
-    let pieces = if runs.len() <= MAX_SLICES {
-        runs.iter().map(|r| full.slice(r.start, r.len())).collect()
-    } else {
-        let mut mask = arrow_buffer::BooleanBufferBuilder::new(total);
-        mask.append_n(total, false);
-        for r in &runs {
-            for i in r.clone() {
-                mask.set_bit(i, true);
-            }
-        }
-        let mask = BooleanArray::new(mask.finish(), None);
-        vec![filter_record_batch(full, &mask).map_err(arrow_err(ctx))?]
-    };
-    out.decode_us += micros(start);
-    for piece in pieces {
-        let mut offset = 0;
-        while offset < piece.num_rows() {
-            if ex.stopped() {
-                return Ok(());
-            }
-            let n = batch_size.min(piece.num_rows() - offset);
-            if !each(piece.slice(offset, n), out)? {
-                return Ok(());
-            }
-            offset += n;
-        }
+    runs
+}
+
+/// The rows of `full` in `runs` (sorted, disjoint): zero-copy slices for a few runs,
+/// one filtered copy for many.
+fn take_runs(
+    full: &RecordBatch,
+    runs: &[Range<usize>],
+) -> Result<Vec<RecordBatch>, arrow_schema::ArrowError> {
+    if runs.len() <= MAX_SLICES {
+        return Ok(runs.iter().map(|r| full.slice(r.start, r.len())).collect());
     }
-    Ok(())
+    let total = full.num_rows();
+    let mut mask = arrow_buffer::BooleanBufferBuilder::new(total);
+    let mut at = 0;
+    for r in runs {
+        mask.append_n(r.start - at, false);
+        mask.append_n(r.len(), true);
+        at = r.end;
+    }
+    mask.append_n(total - at, false);
+    let mask = BooleanArray::new(mask.finish(), None);
+    Ok(vec![filter_record_batch(full, &mask)?])
 }
 
 /// [`read_each`] without the column cache: fetches the byte ranges and decodes.
@@ -739,4 +759,74 @@ fn decode_each(
             file: ctx.path.clone(),
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::Int64Array;
+    use arrow_schema::{DataType, Field};
+    use parquet::arrow::arrow_reader::RowSelector;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// What the column cache serves for a row selection and a limit equals picking
+        /// the selected row numbers one by one.
+        #[test]
+        fn cached_rows_are_the_selected_rows(
+            total in 0usize..300,
+            selectors in prop::collection::vec((1usize..12, any::<bool>()), 0..60),
+            limit in prop::option::of(0usize..300),
+            whole in any::<bool>(),
+        ) {
+            let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+            let values: Int64Array = (0..total as i64).collect();
+            let full = RecordBatch::try_new(schema, vec![Arc::new(values)]).unwrap();
+            // A selection covers the row group exactly, as the page index's does.
+            let mut covered = 0;
+            let mut sel = Vec::new();
+            for (n, skip) in selectors {
+                let n = n.min(total - covered);
+                if n == 0 {
+                    break;
+                }
+                sel.push(if skip { RowSelector::skip(n) } else { RowSelector::select(n) });
+                covered += n;
+            }
+            if covered < total {
+                sel.push(RowSelector::select(total - covered));
+            }
+            let mut expected: Vec<i64> = Vec::new();
+            let mut at = 0;
+            for s in &sel {
+                if !s.skip {
+                    expected.extend(at as i64..(at + s.row_count) as i64);
+                }
+                at += s.row_count;
+            }
+            let selection = RowSelection::from(sel);
+            let selection = (!whole).then_some(&selection);
+            if selection.is_none() {
+                expected = (0..total as i64).collect();
+            }
+            if let Some(l) = limit {
+                expected.truncate(l);
+            }
+            let runs = selected_runs(selection, total, limit);
+            let pieces = take_runs(&full, &runs).unwrap();
+            let got: Vec<i64> = pieces
+                .iter()
+                .flat_map(|b| {
+                    b.column(0)
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .unwrap()
+                        .values()
+                        .to_vec()
+                })
+                .collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
 }
