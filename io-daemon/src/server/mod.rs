@@ -85,9 +85,10 @@ impl DaemonConfig {
         }
     }
 
-    /// Connections open at once (request connections and scans together).
+    /// Connections open at once: request connections, scans, and the scan connections
+    /// sessions keep between their queries (up to two each, to reuse their rings).
     pub fn max_connections(&self) -> usize {
-        self.max_concurrent_scans.saturating_mul(2) + 16
+        self.max_concurrent_scans.saturating_mul(4) + 16
     }
 }
 
