@@ -122,6 +122,10 @@ pub fn physical_plan(plan: LogicalPlan) -> PhysicalPlan {
         scan.limit = plan.limit;
         scan.offset = plan.offset;
     }
+    // Dropping a scan row equal to one already sent never changes the distinct rows of
+    // anything computed from the rows one by one (the residual filter, the projection):
+    // the daemon drops them where it reads, and DISTINCT here still decides.
+    scan.distinct = plan.distinct && !plan.is_aggregate();
     let operators = operators(&plan, &residual, page_pushed);
     PhysicalPlan {
         logical: plan,
@@ -486,6 +490,9 @@ impl PhysicalPlan {
         let _ = writeln!(s, "  pushed limit: {limit}");
         if self.scan.offset > 0 {
             let _ = writeln!(s, "  pushed offset: {}", self.scan.offset);
+        }
+        if self.scan.distinct {
+            let _ = writeln!(s, "  pushed distinct: duplicate rows dropped per row group");
         }
         let _ = writeln!(s, "Executor");
         for op in &self.operators {

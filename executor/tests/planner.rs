@@ -612,3 +612,23 @@ proptest! {
         prop_assert_eq!(p.scan.limit, None);
     }
 }
+
+#[test]
+fn distinct_is_pushed_unless_it_follows_an_aggregation() {
+    let p = plan("SELECT DISTINCT symbol FROM ohlcv WHERE close > 1");
+    assert!(p.scan.distinct);
+    assert!(p.explain().contains("pushed distinct:"), "{}", p.explain());
+    // DISTINCT here still decides (the daemon only drops duplicates per row group).
+    assert!(p.operators.iter().any(|o| matches!(o, Operator::Distinct)));
+    let p = plan("SELECT DISTINCT close * 2 FROM ohlcv ORDER BY 1 LIMIT 3");
+    assert!(p.scan.distinct);
+    for sql in [
+        "SELECT DISTINCT count(*) FROM ohlcv GROUP BY symbol",
+        "SELECT count(DISTINCT symbol) FROM ohlcv",
+        "SELECT symbol FROM ohlcv",
+    ] {
+        let p = plan(sql);
+        assert!(!p.scan.distinct, "{sql}");
+        assert!(!p.explain().contains("pushed distinct"), "{sql}");
+    }
+}

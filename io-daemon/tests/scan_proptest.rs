@@ -50,6 +50,11 @@ fn cell(column: &dyn Array, row: usize) -> Cell {
         DataType::Int64 => Cell::I(column.as_primitive::<Int64Type>().value(row)),
         DataType::Float64 => Cell::F(column.as_primitive::<Float64Type>().value(row).to_bits()),
         DataType::Utf8 => Cell::S(column.as_string::<i32>().value(row).to_owned()),
+        // A distinct scan reads strings as dictionaries.
+        DataType::Dictionary(_, _) => {
+            let plain = arrow_cast::cast(&column.slice(row, 1), &DataType::Utf8).expect("cast");
+            cell(plain.as_ref(), 0)
+        }
         other => panic!("unexpected type {other}"),
     }
 }
@@ -430,6 +435,21 @@ fn scan_and_compare(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
+    /// `SELECT DISTINCT`'s scan: duplicates dropped per row group, never a distinct row.
+    #[test]
+    fn distinct_scan_sends_every_distinct_row(
+        rows in rows(),
+        layout in layout(),
+        pred in prop::option::weighted(0.5, predicate()),
+        projection in prop::sample::subsequence(vec!["i", "f", "s"], 1..=3)
+            .prop_shuffle()
+            .prop_map(|v| v.into_iter().map(str::to_owned).collect::<Vec<_>>()),
+        engine in engine(),
+        cached in any::<bool>(),
+    ) {
+        check_distinct(&rows, &layout, pred.as_ref(), &projection, engine, cached)?;
+    }
+
     /// Decoded chunks kept between scans give the same rows, and none survive a change
     /// of the file.
     #[test]
@@ -583,6 +603,68 @@ fn check_column_cache(
                 engine,
             )?;
         }
+    }
+    Ok(())
+}
+
+/// A distinct scan: every distinct row of the naive reference's answer comes at least
+/// once, nothing else comes, rows come in the reference's order (first occurrences, a
+/// subsequence of it), and no row comes twice from one row group.
+fn check_distinct(
+    rows: &Rows,
+    layout: &Layout,
+    pred: Option<&Predicate>,
+    projection: &[String],
+    engine: Engine,
+    cached: bool,
+) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(dir.path(), rows, layout);
+    let expected = reference(&path, pred, projection);
+    let cache = MetadataCache::new(1 << 20).with_column_cache(if cached { 64 << 20 } else { 0 });
+    let files = [path.clone()];
+    for _ in 0..3 {
+        let spec = ScanSpec::new(dir.path(), &files)
+            .with_projection(Some(projection))
+            .with_predicate(pred)
+            .with_distinct(true)
+            .with_batch_size(4)
+            .with_threads(engine.threads)
+            .with_prefetch(engine.prefetch, engine.prefetch_bytes)
+            .with_late_materialization(engine.late);
+        let mut batches = Vec::new();
+        let summary = scan_files(&spec, &cache, &mut |b: RecordBatch| {
+            batches.push(b);
+            Ok(true)
+        })
+        .map_err(|e| TestCaseError::fail(format!("scan failed: {e:?}")))?;
+        let got = rows_of(&batches, projection);
+        prop_assert_eq!(summary.rows_emitted, got.len() as u64);
+        // A subsequence of the reference's rows...
+        let mut at = 0;
+        for row in &got {
+            while at < expected.len() && &expected[at] != row {
+                at += 1;
+            }
+            prop_assert!(at < expected.len(), "{row:?} out of order or not expected");
+            at += 1;
+        }
+        // ...with every distinct row of it.
+        let mut want: Vec<&Vec<Cell>> = expected.iter().collect();
+        want.sort_by_key(|r| format!("{r:?}"));
+        want.dedup();
+        let mut have: Vec<&Vec<Cell>> = got.iter().collect();
+        have.sort_by_key(|r| format!("{r:?}"));
+        let before = have.len();
+        have.dedup();
+        prop_assert_eq!(&have, &want);
+        // At most once per row group.
+        let groups = rows.i.len().div_ceil(layout.row_group_rows.max(1)).max(1);
+        prop_assert!(
+            before <= want.len() * groups,
+            "{before} rows for {} distinct",
+            want.len()
+        );
     }
     Ok(())
 }

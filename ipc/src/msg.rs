@@ -313,6 +313,11 @@ pub struct ScanRequest {
     pub batch_size: usize,
     /// Data area of the ring for this stream, in bytes.
     pub ring_capacity_bytes: usize,
+    /// The client keeps only distinct rows (`SELECT DISTINCT`): the daemon may drop a
+    /// row equal (bit for bit) to one it already sent, and does so within each row
+    /// group. The rows it sends are the first occurrences, in scan order.
+    #[serde(default)]
+    pub distinct: bool,
 }
 
 impl ScanRequest {
@@ -339,6 +344,7 @@ impl ScanRequest {
             offset: 0,
             batch_size: Self::DEFAULT_BATCH_SIZE,
             ring_capacity_bytes: Self::DEFAULT_RING_CAPACITY_BYTES,
+            distinct: false,
         }
     }
 

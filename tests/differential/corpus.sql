@@ -111,3 +111,15 @@ SELECT * FROM duck_trades ORDER BY side DESC, id LIMIT 7;
 SELECT * FROM wide ORDER BY status, order_id LIMIT 30 OFFSET 500;
 SELECT * FROM wide WHERE total * 2 > 1500 ORDER BY order_date DESC, order_id LIMIT 25;
 SELECT * FROM ohlcv ORDER BY volume, symbol, ts LIMIT 20;
+-- DISTINCT with duplicates dropped in the daemon per row group (strings read as
+-- dictionaries): several columns, NULLs, expressions over the rows, DISTINCT then
+-- ORDER BY and LIMIT, dictionary on and off in the foreign files
+SELECT DISTINCT side, venue FROM pa_trades;
+SELECT DISTINCT note FROM pa_trades WHERE price > 105;
+SELECT DISTINCT side, venue FROM duck_trades ORDER BY side NULLS FIRST, venue NULLS FIRST;
+SELECT DISTINCT qty FROM duck_trades WHERE qty > 4900 ORDER BY qty LIMIT 20;
+SELECT DISTINCT status, region, channel FROM wide ORDER BY status, region, channel LIMIT 12 OFFSET 3;
+SELECT DISTINCT date_trunc('day', ts) AS d FROM ohlcv ORDER BY d;
+SELECT DISTINCT symbol FROM ohlcv_part;
+SELECT DISTINCT is_priority, currency FROM wide WHERE total > 400;
+SELECT DISTINCT flag FROM pa_trades;

@@ -112,6 +112,10 @@ pub struct ScanSpec<'a> {
     pub prefetch_bytes: usize,
     /// Late materialization policy.
     pub late_materialization: LateMaterialization,
+    /// Only distinct rows are wanted: each row group sends a row once (the first
+    /// occurrence; string columns are read as dictionaries, so that most duplicates
+    /// are dropped by their dictionary keys before any string is built).
+    pub distinct: bool,
     /// Consulted before scheduling each row group, for pruning only.
     pub dynamic_filter: Option<&'a DynamicFilter>,
     /// Raised by the caller to stop the scan ([`ScanError::Cancelled`]).
@@ -145,6 +149,7 @@ impl<'a> ScanSpec<'a> {
             prefetch_row_groups: DEFAULT_PREFETCH_ROW_GROUPS,
             prefetch_bytes: DEFAULT_PREFETCH_BYTES,
             late_materialization: LateMaterialization::Auto,
+            distinct: false,
             dynamic_filter: None,
             cancel: None,
             io: IoMode::default(),
@@ -201,6 +206,12 @@ impl<'a> ScanSpec<'a> {
         self
     }
 
+    /// Sets [`distinct`](Self::distinct).
+    pub fn with_distinct(mut self, distinct: bool) -> Self {
+        self.distinct = distinct;
+        self
+    }
+
     /// Sets [`dynamic_filter`](Self::dynamic_filter).
     pub fn with_dynamic_filter(mut self, filter: Option<&'a DynamicFilter>) -> Self {
         self.dynamic_filter = filter;
@@ -241,7 +252,7 @@ const HOT_INLINE_MAX_BYTES: u64 = 4 << 20;
 
 /// Whether `task` runs on the coordinator's thread (see [`HOT_INLINE_MAX_BYTES`]).
 fn is_hot(exec: &Exec<'_>, task: &RgTask) -> bool {
-    if task.estimated_bytes > HOT_INLINE_MAX_BYTES {
+    if exec.distinct || task.estimated_bytes > HOT_INLINE_MAX_BYTES {
         return false;
     }
     let file = &*task.file;
@@ -280,6 +291,7 @@ pub fn scan_files(
         predicate: spec.predicate,
         batch_size: spec.batch_size.max(1),
         late: spec.late_materialization,
+        distinct: spec.distinct,
         columns: cache.columns(),
         stop: &stop,
         cancel: spec.cancel,

@@ -295,6 +295,13 @@ fn plan_inner(
         })?;
         (meta, arrow_meta)
     };
+    let arrow_meta = if spec.distinct {
+        guard_panic(path, || {
+            strings_as_dictionaries(&meta, &arrow_meta, &rest_roots).map_err(corrupt)
+        })?
+    } else {
+        arrow_meta
+    };
     let ctx = Arc::new(FileCtx {
         path: path.to_path_buf(),
         source,
@@ -333,6 +340,45 @@ fn plan_inner(
             }
         })
         .collect())
+}
+
+/// `arrow_meta` reading the string and binary columns among `roots` (top-level, not
+/// read by the predicate) as dictionaries of 32-bit keys: a distinct scan then drops
+/// duplicate rows by their keys. Parquet's dictionary pages become the dictionary with
+/// no string built per row.
+fn strings_as_dictionaries(
+    meta: &Arc<ParquetMetaData>,
+    arrow_meta: &ArrowReaderMetadata,
+    roots: &[usize],
+) -> Result<ArrowReaderMetadata, parquet::errors::ParquetError> {
+    use arrow_schema::{DataType, Field, Schema};
+    let schema = arrow_meta.schema();
+    let mut changed = false;
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match f.data_type() {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
+                if roots.contains(&i) =>
+            {
+                changed = true;
+                f.as_ref().clone().with_data_type(DataType::Dictionary(
+                    Box::new(DataType::Int32),
+                    Box::new(f.data_type().clone()),
+                ))
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    if !changed {
+        return Ok(arrow_meta.clone());
+    }
+    let hinted = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    ArrowReaderMetadata::try_new(
+        Arc::clone(meta),
+        ArrowReaderOptions::new().with_schema(hinted),
+    )
 }
 
 /// The leaf columns (as the footer numbers them) under the root columns `roots`.

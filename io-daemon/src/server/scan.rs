@@ -416,6 +416,7 @@ fn run_scan(
         .with_predicate(request.predicate.as_ref())
         .with_limit(request.limit)
         .with_offset(request.offset)
+        .with_distinct(request.distinct)
         .with_batch_size(request.batch_size)
         .with_dynamic_filter(Some(&control.refine))
         .with_cancel(Some(&control.cancelled))
