@@ -2,26 +2,9 @@
 //! its queries through the daemon -> ring -> executor path, the second run of each from
 //! the result cache.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
-fn ringscan(args: &[&str], data: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ringscan"))
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("spawn ringscan")
-}
-
-/// Stops the demo's daemon whatever the test did.
-struct DaemonGuard<'a>(&'a Path);
-
-impl Drop for DaemonGuard<'_> {
-    fn drop(&mut self) {
-        let _ = ringscan(&["daemon", "stop"], self.0);
-    }
-}
+use common::cli::{ringscan, DaemonGuard};
 
 #[test]
 fn demo_generates_then_queries_through_the_daemon() {

@@ -1,9 +1,10 @@
 //! `ringscan query`'s measurement flags: `--repeat`, `--warmup` and `--stats-json` (the
 //! fields the benchmark harness and users read), through a daemon the query starts.
 
+mod common;
+
 use std::fs::File;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use arrow_array::{Float64Array, Int64Array, RecordBatch};
@@ -12,23 +13,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use serde_json::Value;
 
-fn ringscan(args: &[&str], data: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ringscan"))
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("spawn ringscan")
-}
-
-/// Stops the daemon the queries started, whatever the test did.
-struct DaemonGuard<'a>(&'a Path);
-
-impl Drop for DaemonGuard<'_> {
-    fn drop(&mut self) {
-        let _ = ringscan(&["daemon", "stop"], self.0);
-    }
-}
+use common::cli::{ringscan, DaemonGuard};
 
 fn write_table(data: &Path, rows: i64) {
     let dir = data.join("t");

@@ -551,12 +551,11 @@ fn check_column_cache(
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write(dir.path(), rows, layout);
     let cache = MetadataCache::new(1 << 20).with_column_cache(64 << 20);
-    let mut summaries = Vec::new();
-    for _ in 0..4 {
-        for (pred, projection) in queries {
-            let summary = scan_and_compare(
+    let run =
+        |path: &Path, rows: &Rows, (pred, projection): (Option<&Predicate>, Option<&[String]>)| {
+            scan_and_compare(
                 dir.path(),
-                &path,
+                path,
                 &cache,
                 rows,
                 pred,
@@ -564,8 +563,12 @@ fn check_column_cache(
                 page,
                 batch_size,
                 engine,
-            )?;
-            summaries.push(summary);
+            )
+        };
+    let mut summaries = Vec::new();
+    for _ in 0..4 {
+        for query in queries {
+            summaries.push(run(&path, rows, query)?);
         }
     }
     if page.0.is_none() {
@@ -590,18 +593,8 @@ fn check_column_cache(
     std::thread::sleep(std::time::Duration::from_millis(5));
     let path = write(dir.path(), other_rows, layout);
     for _ in 0..3 {
-        for (pred, projection) in queries {
-            scan_and_compare(
-                dir.path(),
-                &path,
-                &cache,
-                other_rows,
-                pred,
-                projection,
-                page,
-                batch_size,
-                engine,
-            )?;
+        for query in queries {
+            run(&path, other_rows, query)?;
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! The producing side of a ring (the IO daemon): creates the segment, pushes batches.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
@@ -217,26 +218,14 @@ impl Producer {
             ));
         }
         self.check_consumer(true)?;
-        let (encoder, schema_bytes) =
-            BatchEncoder::new(schema.clone()).map_err(|source| RingError::Arrow {
-                op: "encode",
-                name: self.name.clone(),
-                source,
-            })?;
+        let (encoder, schema_bytes) = encoder_for(&self.name, &schema)?;
         // Running again before any record of the new stream is visible: a consumer that
         // finds the ring empty waits instead of reporting a missing terminal record.
         self.closed = false;
         self.set_state(state::RUNNING);
         let offset = self.write_pos % self.capacity;
         if offset != 0 && self.free_bytes()? == self.capacity {
-            let tail = self.capacity - offset;
-            let pad = RecordHeader {
-                kind: RecordKind::Padding,
-                payload_bytes: tail - RECORD_HEADER_BYTES as u64,
-                seq: self.next_seq,
-            };
-            self.write_at(offset, &[&pad.encode()])?;
-            self.publish(tail);
+            self.pad_to_end(offset)?;
         }
         self.encoder = encoder;
         self.schema = schema;
@@ -384,13 +373,7 @@ impl Producer {
                 // alone, so a record of up to the whole capacity can still go in once
                 // the consumer has caught up.
                 if free >= tail {
-                    let pad = RecordHeader {
-                        kind: RecordKind::Padding,
-                        payload_bytes: tail - RECORD_HEADER_BYTES as u64,
-                        seq: self.next_seq,
-                    };
-                    self.write_at(offset, &[&pad.encode()])?;
-                    self.publish(tail);
+                    self.pad_to_end(offset)?;
                     continue;
                 }
             } else if free >= need {
@@ -430,6 +413,20 @@ impl Producer {
         }
     }
 
+    /// Publishes a padding record from `offset` to the end of the data area (the next
+    /// record starts at the beginning).
+    fn pad_to_end(&mut self, offset: u64) -> Result<(), RingError> {
+        let tail = self.capacity - offset;
+        let pad = RecordHeader {
+            kind: RecordKind::Padding,
+            payload_bytes: tail - RECORD_HEADER_BYTES as u64,
+            seq: self.next_seq,
+        };
+        self.write_at(offset, &[&pad.encode()])?;
+        self.publish(tail);
+        Ok(())
+    }
+
     /// Copies `pieces` back to back into the data area at `offset`.
     fn write_at(&self, offset: u64, pieces: &[&[u8]]) -> Result<(), RingError> {
         let mut at = HEADER_BYTES + offset as usize;
@@ -451,6 +448,15 @@ impl Producer {
         h.write_pos.store(self.write_pos, Ordering::Release);
         notify(&h.consumer_waiting, &h.data_word);
     }
+}
+
+/// The batch encoder of a stream of `schema` on ring `name`, and its schema record.
+fn encoder_for(name: &str, schema: &SchemaRef) -> Result<(BatchEncoder, Vec<u8>), RingError> {
+    BatchEncoder::new(Arc::clone(schema)).map_err(|source| RingError::Arrow {
+        op: "encode",
+        name: name.to_owned(),
+        source,
+    })
 }
 
 /// A ring made ahead of its stream: the segment created and mapped, the header written
@@ -531,12 +537,7 @@ impl FreshRing {
     /// Starts the stream: writes the schema record and returns the producer (its attach
     /// timeout counts from now).
     pub fn start(mut self, schema: SchemaRef) -> Result<Producer, RingError> {
-        let (encoder, schema_bytes) =
-            BatchEncoder::new(schema.clone()).map_err(|source| RingError::Arrow {
-                op: "encode",
-                name: self.name.clone(),
-                source,
-            })?;
+        let (encoder, schema_bytes) = encoder_for(&self.name, &schema)?;
         let Some(mapping) = self.mapping.take() else {
             return Err(RingError::corrupt(&self.name, "ring started twice"));
         };

@@ -1,4 +1,5 @@
 //! Helpers shared by the root integration tests.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub(crate) mod cli;
 pub(crate) mod python;

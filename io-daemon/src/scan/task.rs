@@ -628,22 +628,15 @@ fn read_each(
         ex.columns
             .lookup(&ctx.path, &ctx.footer, task.row_group, roots, estimate)
     };
-    match lookup {
-        Lookup::Pass => decode_each(
-            ctx, task, roots, selection, limit, batch_size, ex, io, out, each,
-        ),
+    let full = match lookup {
+        Lookup::Pass => {
+            return decode_each(
+                ctx, task, roots, selection, limit, batch_size, ex, io, out, each,
+            )
+        }
         Lookup::Hit(full) => {
             out.cached_reads += 1;
-            serve(
-                ctx,
-                &full,
-                selection.as_ref(),
-                limit,
-                batch_size,
-                ex,
-                out,
-                each,
-            )
+            full
         }
         Lookup::Admit => {
             let whole = usize::try_from(ctx.meta.row_group(task.row_group).num_rows()).unwrap_or(0);
@@ -672,18 +665,19 @@ fn read_each(
             }
             ex.columns
                 .insert(&ctx.path, &ctx.footer, task.row_group, roots, &full);
-            serve(
-                ctx,
-                &full,
-                selection.as_ref(),
-                limit,
-                batch_size,
-                ex,
-                out,
-                each,
-            )
+            full
         }
-    }
+    };
+    serve(
+        ctx,
+        &full,
+        selection.as_ref(),
+        limit,
+        batch_size,
+        ex,
+        out,
+        each,
+    )
 }
 
 /// Decoded bytes of the chunks of `roots` in `row_group`, as the footer has them.
