@@ -8,7 +8,8 @@
 //! is already Arrow.
 //!
 //! - **Correctness.** A chunk is valid only for the parsed footer it was decoded under:
-//!   each entry holds that footer's `Arc`, and a lookup must present the same one. The
+//!   each file's entry holds a weak pointer to that footer, and a lookup must present
+//!   the same one. The
 //!   metadata cache reparses a footer whenever the file's size or modification time
 //!   changes, so changed data is never served from here (a file's entries are dropped
 //!   as soon as a scan sees its new footer).
@@ -21,7 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{FieldRef, Schema, SchemaRef};
@@ -63,8 +64,10 @@ struct Chunk {
 
 #[derive(Debug)]
 struct FileEntry {
-    /// The footer every chunk below was decoded under.
-    footer: Arc<ParquetMetaData>,
+    /// The footer every chunk below was decoded under, as an identity: a weak pointer
+    /// keeps the allocation (so no other footer can take its address) but not the
+    /// footer, which the metadata cache alone owns and bounds.
+    footer: Weak<ParquetMetaData>,
     /// Schema metadata of the decoded batches.
     schema: SchemaRef,
     /// By (row group, root column).
@@ -143,7 +146,7 @@ impl ColumnCache {
         }
         let inner = self.lock();
         inner.files.get(path).is_some_and(|f| {
-            Arc::ptr_eq(&f.footer, footer)
+            same_footer(&f.footer, footer)
                 && roots
                     .iter()
                     .all(|r| f.chunks.contains_key(&(row_group, *r)))
@@ -168,7 +171,7 @@ impl ColumnCache {
         inner.tick += 1;
         let tick = inner.tick;
         let file = match inner.files.get_mut(path) {
-            Some(f) if Arc::ptr_eq(&f.footer, footer) => f,
+            Some(f) if same_footer(&f.footer, footer) => f,
             _ => {
                 // Unknown file, or a new version of it: start over.
                 if let Some(old) = inner.files.remove(path) {
@@ -177,7 +180,7 @@ impl ColumnCache {
                     inner.stats.invalidated += old.chunks.len() as u64;
                 }
                 inner.files.entry(path.to_path_buf()).or_insert(FileEntry {
-                    footer: Arc::clone(footer),
+                    footer: Arc::downgrade(footer),
                     schema: Arc::new(Schema::empty()),
                     chunks: HashMap::new(),
                     seen: HashSet::new(),
@@ -236,6 +239,8 @@ impl ColumnCache {
                 f.seen.clear();
             }
             inner.seen = 0;
+            // Files with nothing held are forgotten with their marks.
+            inner.files.retain(|_, f| !f.chunks.is_empty());
         }
         Lookup::Pass
     }
@@ -266,7 +271,7 @@ impl ColumnCache {
         let mut guard = self.lock();
         let inner = &mut *guard;
         match inner.files.get(path) {
-            Some(f) if Arc::ptr_eq(&f.footer, footer) => {}
+            Some(f) if same_footer(&f.footer, footer) => {}
             _ => return,
         }
         // Replace what is there already (a racing scan admitted the same chunks).
@@ -325,6 +330,14 @@ fn evict(inner: &mut Inner, target: usize) {
                 inner.used -= c.bytes;
                 inner.stats.evictions += 1;
             }
+            if f.chunks.is_empty() && f.seen.is_empty() {
+                inner.files.remove(&path);
+            }
         }
     }
+}
+
+/// Whether `held` points to `footer` (the weak pointer keeps the address from reuse).
+fn same_footer(held: &Weak<ParquetMetaData>, footer: &Arc<ParquetMetaData>) -> bool {
+    std::ptr::eq(held.as_ptr(), Arc::as_ptr(footer))
 }
