@@ -287,9 +287,16 @@ impl ColumnCache {
         evict(inner, self.capacity_bytes.saturating_sub(total));
         inner.tick += 1;
         let tick = inner.tick;
-        let Some(file) = inner.files.get_mut(path) else {
-            return;
-        };
+        // Eviction may have dropped this file's entry with its last chunk.
+        let file = inner
+            .files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| FileEntry {
+                footer: Arc::downgrade(footer),
+                schema: Arc::new(Schema::empty()),
+                chunks: HashMap::new(),
+                seen: HashSet::new(),
+            });
         file.schema = batch.schema();
         let fields = batch.schema_ref().fields().clone();
         for (((r, array), bytes), field) in roots
