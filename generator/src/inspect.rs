@@ -6,6 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use parquet::file::metadata::ParquetMetaDataReader;
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
 
 use crate::error::GeneratorError;
 
@@ -77,21 +78,23 @@ pub fn describe(path: &Path) -> Result<FileReport, GeneratorError> {
             s.min_bytes_opt().is_some() || s.null_count_opt() == Some(groups[g].num_rows() as u64)
         })
     });
-    let columns_with_column_index =
-        every(&|g, c| meta.page_index_for_row_group(g).column_index(c).is_some());
-    let offset_index = (0..groups.len()).all(|g| {
-        let pages = meta.page_index_for_row_group(g);
-        (0..columns.len()).all(|c| pages.offset_index(c).is_some())
-    });
+    let column_index = |g: usize, c: usize| {
+        meta.column_index()
+            .and_then(|all| all.get(g)?.get(c))
+            .filter(|ix| !matches!(ix, ColumnIndexMetaData::NONE))
+    };
+    let offset_index = |g: usize, c: usize| meta.offset_index().and_then(|all| all.get(g)?.get(c));
+    let columns_with_column_index = every(&|g, c| column_index(g, c).is_some());
     let data_pages = (0..groups.len())
         .map(|g| {
-            let pages = meta.page_index_for_row_group(g);
             (0..columns.len())
-                .filter_map(|c| pages.offset_index(c))
+                .filter_map(|c| offset_index(g, c))
                 .map(|oi| oi.page_locations().len())
                 .sum::<usize>()
         })
         .sum();
+    let offset_index =
+        (0..groups.len()).all(|g| (0..columns.len()).all(|c| offset_index(g, c).is_some()));
     let bloom_columns = every(&|g, c| groups[g].column(c).bloom_filter_offset().is_some());
     let sorted_by = groups
         .first()

@@ -143,12 +143,9 @@ impl Acc {
             .column_orders()
             .and_then(|orders| orders.get(index).copied())
             .unwrap_or(ColumnOrder::UNDEFINED);
-        // IEEE 754 total order (floats) may hold NaN and -0.0 in the statistics: a NaN
-        // min is refused below, -0.0 is normalized by the executor.
         let ordered = matches!(
             order,
             ColumnOrder::TYPE_DEFINED_ORDER(SortOrder::SIGNED | SortOrder::UNSIGNED)
-                | ColumnOrder::IEEE_754_TOTAL_ORDER
         );
         if !ordered {
             self.both_inexact(format!("{} has no defined sort order", file.display()));

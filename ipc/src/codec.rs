@@ -162,7 +162,19 @@ pub(crate) fn decode_schema(payload: &[u8]) -> Result<Schema, DecodeError> {
         .message
         .header_as_schema()
         .ok_or_else(|| DecodeError::Corrupt("first record is not a schema message".into()))?;
-    arrow_ipc::convert::try_fb_to_schema(schema).map_err(DecodeError::Arrow)
+    // arrow-ipc 59 has no fallible flatbuffer → schema conversion: check what its
+    // `fb_to_schema` would unwrap, and turn any panic left (an unknown type id in a
+    // field) into an error, since the segment is as untrusted as a network peer.
+    if schema.fields().is_none() {
+        return Err(DecodeError::Corrupt("schema message without fields".into()));
+    }
+    if schema.endianness() != arrow_ipc::Endianness::Little {
+        return Err(DecodeError::Corrupt("big-endian schema".into()));
+    }
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        arrow_ipc::convert::fb_to_schema(schema)
+    }))
+    .map_err(|_| DecodeError::Corrupt("schema message with an unreadable field".into()))
 }
 
 /// Decodes batch records against one schema, keeping the stream's dictionaries.

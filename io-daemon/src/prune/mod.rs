@@ -22,13 +22,13 @@ mod row_group;
 
 use std::sync::Arc;
 
-use parquet::file::metadata::page_index::{PageIndexProvider, RowGroupPageIndex};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
 use ringscan_ipc::msg::Predicate;
 
 pub use bloom::MAX_BLOOM_FILTER_BYTES;
 pub use page::PagePruning;
+pub use page::{PageIndexes, RowGroupPageIndex};
 pub use partition::{PartitionValues, HIVE_DEFAULT_PARTITION};
 pub use row_group::RowGroupPruning;
 
@@ -62,7 +62,7 @@ pub struct FilePruner<'a> {
     columns: Arc<ColumnMap>,
     file: String,
     /// Page indexes loaded apart from the footer; `None`: the footer's own.
-    page_index: Option<Arc<dyn PageIndexProvider>>,
+    page_index: Option<Arc<dyn PageIndexes>>,
 }
 
 impl<'a> FilePruner<'a> {
@@ -89,7 +89,7 @@ impl<'a> FilePruner<'a> {
 
     /// Prune pages with `page_index` (loaded apart from the footer, say only for the
     /// predicate's columns) instead of the metadata's own page index.
-    pub fn set_page_index(&mut self, page_index: Arc<dyn PageIndexProvider>) {
+    pub fn set_page_index(&mut self, page_index: Arc<dyn PageIndexes>) {
         self.page_index = Some(page_index);
     }
 
@@ -132,8 +132,8 @@ impl<'a> FilePruner<'a> {
     pub fn pages(&self, pred: &Predicate, row_group: usize) -> Result<PagePruning, PruneError> {
         self.check_row_group(row_group)?;
         let page_index = match &self.page_index {
-            Some(p) => RowGroupPageIndex::new(row_group, Some(Arc::clone(p))),
-            None => self.meta.page_index_for_row_group(row_group),
+            Some(p) => RowGroupPageIndex::new(&**p, row_group),
+            None => RowGroupPageIndex::new(self.meta, row_group),
         };
         page::filter(
             self.meta,

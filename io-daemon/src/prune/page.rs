@@ -6,10 +6,12 @@
 //! (AND, OR, NOT alike) is evaluated per segment with those page ranges; a column without
 //! a page index falls back to its row-group statistics, which also hold for every row.
 
+use std::fmt::Debug;
+
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-use parquet::file::metadata::page_index::RowGroupPageIndex;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
 use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
 
 use super::column::{range_from_column_index, ColumnMap, LeafColumn};
@@ -17,6 +19,64 @@ use super::eval::{evaluate, Outcomes, Stats};
 use super::range::ColumnRange;
 use super::row_group::RowGroupStats;
 use crate::error::PruneError;
+
+/// Page indexes by `(row group, leaf column)`, wherever they were loaded from: the
+/// metadata's own (read with the footer), or loaded column by column apart from it
+/// (`scan::page_index`). `None`: no index for that column chunk.
+pub trait PageIndexes: Debug + Send + Sync {
+    /// The column index (per-page statistics).
+    fn column_index(&self, row_group: usize, column: usize) -> Option<&ColumnIndexMetaData>;
+    /// The offset index (page locations and first rows).
+    fn offset_index(&self, row_group: usize, column: usize) -> Option<&OffsetIndexMetaData>;
+}
+
+impl PageIndexes for ParquetMetaData {
+    fn column_index(&self, row_group: usize, column: usize) -> Option<&ColumnIndexMetaData> {
+        let ix = ParquetMetaData::column_index(self)?
+            .get(row_group)?
+            .get(column)?;
+        (!matches!(ix, ColumnIndexMetaData::NONE)).then_some(ix)
+    }
+
+    fn offset_index(&self, row_group: usize, column: usize) -> Option<&OffsetIndexMetaData> {
+        let ix = ParquetMetaData::offset_index(self)?
+            .get(row_group)?
+            .get(column)?;
+        // An empty offset index stands in for one that was not loaded (a dense index
+        // needs an entry for every chunk); a real one has a page.
+        (!ix.page_locations().is_empty()).then_some(ix)
+    }
+}
+
+/// The page indexes of one row group.
+#[derive(Debug, Clone, Copy)]
+pub struct RowGroupPageIndex<'a> {
+    indexes: &'a dyn PageIndexes,
+    row_group: usize,
+}
+
+impl<'a> RowGroupPageIndex<'a> {
+    /// Row group `row_group` of `indexes`.
+    pub fn new(indexes: &'a dyn PageIndexes, row_group: usize) -> Self {
+        Self { indexes, row_group }
+    }
+
+    /// The column index of leaf `column`.
+    pub fn column_index(&self, column: usize) -> Option<&'a ColumnIndexMetaData> {
+        self.indexes.column_index(self.row_group, column)
+    }
+
+    /// The offset index of leaf `column`.
+    pub fn offset_index(&self, column: usize) -> Option<&'a OffsetIndexMetaData> {
+        self.indexes.offset_index(self.row_group, column)
+    }
+
+    /// The page locations of leaf `column`.
+    pub fn page_locations(&self, column: usize) -> Option<&'a [PageLocation]> {
+        self.offset_index(column)
+            .map(|ix| ix.page_locations().as_slice())
+    }
+}
 
 /// The rows of one row group that may match, for `with_row_selection`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +130,7 @@ impl Stats for SegmentStats<'_> {
 
 pub(crate) fn filter(
     meta: &ParquetMetaData,
-    page_index: &RowGroupPageIndex,
+    page_index: &RowGroupPageIndex<'_>,
     columns: &ColumnMap,
     pred: &Predicate,
     row_group: usize,

@@ -320,9 +320,11 @@ fn with_true_row_count(meta: ParquetMetaData) -> ParquetMetaData {
     );
     let mut builder = ParquetMetaDataBuilder::new_from_metadata(meta);
     let row_groups = builder.take_row_groups();
-    let page_index = builder.take_page_index();
+    let column_index = builder.take_column_index();
+    let offset_index = builder.take_offset_index();
     ParquetMetaDataBuilder::new(fixed)
         .set_row_groups(row_groups)
-        .set_page_index(page_index)
+        .set_column_index(column_index)
+        .set_offset_index(offset_index)
         .build()
 }

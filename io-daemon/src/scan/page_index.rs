@@ -3,9 +3,12 @@
 //! their own byte ranges (never with the footer) and held in the [`MetadataCache`] next
 //! to the footer they belong to.
 //!
-//! [`SparsePageIndex`] hands the loaded indexes to parquet (pruning, the arrow reader's
-//! page skipping) as a [`PageIndexProvider`]: cached indexes are shared by `Arc`, never
-//! copied.
+//! [`SparsePageIndex`] hands the loaded indexes to pruning as [`PageIndexes`] (cached
+//! indexes are shared by `Arc`, never copied), and to the arrow reader's page skipping
+//! as a dense offset index ([`SparsePageIndex::dense_offset_index`]).
+//!
+//! parquet 59 decodes page indexes only through its metadata reader, for every chunk of
+//! a metadata at once ([`decode_one`] says how one chunk's index is decoded anyway).
 //!
 //! [`MetadataCache`]: super::MetadataCache
 
@@ -17,11 +20,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use parquet::file::metadata::page_index::PageIndexProvider;
-use parquet::file::metadata::ParquetMetaData;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{
+    PageIndexPolicy, ParquetMetaData, ParquetMetaDataBuilder, ParquetMetaDataReader,
+    ParquetOffsetIndex,
+};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
-use parquet::file::page_index::index_reader::{decode_column_index, decode_offset_index};
 use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
+
+use crate::prune::PageIndexes;
 
 use super::source::{coalesce, ByteRangeSource};
 use super::{guard_panic, ScanError};
@@ -84,10 +91,12 @@ pub(crate) struct IndexLoad {
 pub(crate) struct SparsePageIndex {
     column: HashMap<(usize, usize), Arc<ColumnIndexMetaData>>,
     offset: HashMap<(usize, usize), Arc<OffsetIndexMetaData>>,
+    /// Some chunk asked for has no offset index: the reader then gets none at all.
+    offset_absent: bool,
 }
 
 impl SparsePageIndex {
-    pub(crate) fn insert(&mut self, (row_group, column, _): IndexKey, index: &LoadedIndex) {
+    pub(crate) fn insert(&mut self, (row_group, column, kind): IndexKey, index: &LoadedIndex) {
         match index {
             LoadedIndex::Column(ix) => {
                 self.column.insert((row_group, column), Arc::clone(ix));
@@ -95,25 +104,41 @@ impl SparsePageIndex {
             LoadedIndex::Offset(ix) => {
                 self.offset.insert((row_group, column), Arc::clone(ix));
             }
-            LoadedIndex::Absent => {}
+            LoadedIndex::Absent => self.offset_absent |= kind == IndexKind::Offset,
         }
     }
 
-    /// Whether no index at all was found.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.column.is_empty() && self.offset.is_empty()
+    /// The loaded offset indexes as the arrow reader takes them: one per chunk of the
+    /// file, an empty one where none was loaded (chunks the scan does not read; see
+    /// [`PageIndexes for ParquetMetaData`](PageIndexes)). `None` when nothing was
+    /// loaded, or when a chunk asked for has none (the reader then reads whole chunks).
+    pub(crate) fn dense_offset_index(&self, meta: &ParquetMetaData) -> Option<ParquetOffsetIndex> {
+        if self.offset.is_empty() || self.offset_absent {
+            return None;
+        }
+        let placeholder = OffsetIndexMetaData {
+            page_locations: Vec::new(),
+            unencoded_byte_array_data_bytes: None,
+        };
+        Some(
+            meta.row_groups()
+                .iter()
+                .enumerate()
+                .map(|(g, rg)| {
+                    (0..rg.num_columns())
+                        .map(|c| {
+                            self.offset
+                                .get(&(g, c))
+                                .map_or_else(|| placeholder.clone(), |ix| (**ix).clone())
+                        })
+                        .collect()
+                })
+                .collect(),
+        )
     }
 }
 
-impl PageIndexProvider for SparsePageIndex {
-    fn has_offset_indexes(&self) -> bool {
-        !self.offset.is_empty()
-    }
-
-    fn has_column_indexes(&self) -> bool {
-        !self.column.is_empty()
-    }
-
+impl PageIndexes for SparsePageIndex {
     fn column_index(&self, row_group: usize, column: usize) -> Option<&ColumnIndexMetaData> {
         self.column.get(&(row_group, column)).map(|ix| &**ix)
     }
@@ -121,10 +146,90 @@ impl PageIndexProvider for SparsePageIndex {
     fn offset_index(&self, row_group: usize, column: usize) -> Option<&OffsetIndexMetaData> {
         self.offset.get(&(row_group, column)).map(|ix| &**ix)
     }
+}
 
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
+/// Decodes the `kind` index of chunk `(g, c)` of `meta` from `bytes`, which hold its
+/// byte range `range` of the file.
+///
+/// parquet 59 decodes page indexes only in [`ParquetMetaDataReader::read_page_indexes`],
+/// for every chunk of a metadata whose index range is set. So the reader gets a copy of
+/// the footer cut to row group `g`, where chunk `c` alone names `range` for a column
+/// index; for an offset index, which the reader requires of every chunk, every chunk
+/// names it and chunk `c`'s copy is taken. The reader sees `bytes` as the end of a file
+/// one byte longer than `range` (it wants the range strictly inside what it was given).
+fn decode_one(
+    meta: &ParquetMetaData,
+    (g, c, kind): IndexKey,
+    range: &Range<u64>,
+    bytes: &Bytes,
+) -> Result<LoadedIndex, ParquetError> {
+    let bad = |what: &str| ParquetError::General(format!("page index {what}"));
+    let offset = i64::try_from(range.start).map_err(|_| bad("offset out of range"))?;
+    let length = i32::try_from(range.end - range.start).map_err(|_| bad("too long"))?;
+    let rg = meta
+        .row_groups()
+        .get(g)
+        .ok_or_else(|| bad("row group missing"))?;
+    let columns = rg
+        .columns()
+        .iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let names_range = kind == IndexKind::Offset || i == c;
+            let (column_range, offset_range) = match kind {
+                IndexKind::Column if names_range => ((Some(offset), Some(length)), (None, None)),
+                IndexKind::Offset => ((None, None), (Some(offset), Some(length))),
+                IndexKind::Column => ((None, None), (None, None)),
+            };
+            chunk
+                .clone()
+                .into_builder()
+                .set_column_index_offset(column_range.0)
+                .set_column_index_length(column_range.1)
+                .set_offset_index_offset(offset_range.0)
+                .set_offset_index_length(offset_range.1)
+                .build()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let rg = rg
+        .clone()
+        .into_builder()
+        .set_column_metadata(columns)
+        .build()?;
+    let one = ParquetMetaDataBuilder::new(meta.file_metadata().clone())
+        .set_row_groups(vec![rg])
+        .build();
+    let policy = |wanted: bool| {
+        if wanted {
+            PageIndexPolicy::Required
+        } else {
+            PageIndexPolicy::Skip
+        }
+    };
+    let mut reader = ParquetMetaDataReader::new_with_metadata(one)
+        .with_column_index_policy(policy(kind == IndexKind::Column))
+        .with_offset_index_policy(policy(kind == IndexKind::Offset));
+    let mut tail = Vec::with_capacity(bytes.len() + 1);
+    tail.extend_from_slice(bytes);
+    tail.push(0);
+    reader.read_page_indexes_sized(&Bytes::from(tail), range.end + 1)?;
+    let decoded = reader.finish()?;
+    Ok(match kind {
+        IndexKind::Column => {
+            let ix = decoded
+                .column_index()
+                .and_then(|all| all.first()?.get(c))
+                .ok_or_else(|| bad("was not decoded"))?;
+            LoadedIndex::Column(Arc::new(ix.clone()))
+        }
+        IndexKind::Offset => {
+            let ix = decoded
+                .offset_index()
+                .and_then(|all| all.first()?.get(c))
+                .ok_or_else(|| bad("was not decoded"))?;
+            LoadedIndex::Offset(Arc::new(ix.clone()))
+        }
+    })
 }
 
 /// Read and decode `wanted` (indexes missing from the cache) from `source`: one read per
@@ -148,9 +253,16 @@ pub(crate) fn load(
         let Some(chunk) = meta.row_groups().get(g).and_then(|rg| rg.columns().get(c)) else {
             return Err(invalid(key, "names a column chunk the footer lacks".into()));
         };
-        let range = match kind {
-            IndexKind::Column => chunk.column_index_range(),
-            IndexKind::Offset => chunk.offset_index_range(),
+        let (offset, length) = match kind {
+            IndexKind::Column => (chunk.column_index_offset(), chunk.column_index_length()),
+            IndexKind::Offset => (chunk.offset_index_offset(), chunk.offset_index_length()),
+        };
+        let range = match (offset, length) {
+            (Some(o), Some(l)) => match (u64::try_from(o), u64::try_from(l)) {
+                (Ok(o), Ok(l)) => Some(o..o.saturating_add(l)),
+                _ => return Err(invalid(key, format!("has a negative range {o}+{l}"))),
+            },
+            _ => None,
         };
         match range {
             None => out.push((key, LoadedIndex::Absent)),
@@ -204,7 +316,7 @@ pub(crate) fn load(
     }
 
     for (key, r) in to_read {
-        let (g, c, kind) = key;
+        let (_, _, kind) = key;
         // Every range lies inside one merged buffer: `coalesce` only grows ranges.
         let i = buffers.partition_point(|(s, _)| *s <= r.start);
         let slice = i
@@ -220,17 +332,7 @@ pub(crate) fn load(
             file: path.to_path_buf(),
             source,
         };
-        let index = guard_panic(path, || match kind {
-            IndexKind::Column => {
-                let column_type = meta.row_group(g).column(c).column_type();
-                decode_column_index(&slice, column_type)
-                    .map(|ix| LoadedIndex::Column(Arc::new(ix)))
-                    .map_err(corrupt)
-            }
-            IndexKind::Offset => decode_offset_index(&slice)
-                .map(|ix| LoadedIndex::Offset(Arc::new(ix)))
-                .map_err(corrupt),
-        })?;
+        let index = guard_panic(path, || decode_one(meta, key, &r, &slice).map_err(corrupt))?;
         match kind {
             IndexKind::Column => load.column_indexes_loaded += 1,
             IndexKind::Offset => load.offset_indexes_loaded += 1,
@@ -259,6 +361,7 @@ fn column_index_bytes(ix: &ColumnIndexMetaData) -> usize {
         .sum::<usize>()
         * size_of::<i64>();
     let values = match ix {
+        ColumnIndexMetaData::NONE => 0,
         ColumnIndexMetaData::BOOLEAN(_) => pages * 2,
         ColumnIndexMetaData::INT32(_) | ColumnIndexMetaData::FLOAT(_) => pages * 8,
         ColumnIndexMetaData::INT64(_) | ColumnIndexMetaData::DOUBLE(_) => pages * 16,

@@ -281,19 +281,20 @@ fn plan_inner(
     // The reader skips pages by the offset indexes in the metadata it is given: the
     // footer with exactly the loaded page indexes (a cheap copy; indexes are shared).
     let cached_footer = Arc::clone(&footer);
-    let (meta, arrow_meta) = if page_index.is_empty() {
-        (footer, arrow_meta)
-    } else {
-        let meta = Arc::new(
-            ParquetMetaDataBuilder::new_from_metadata((*footer).clone())
-                .set_page_index(Some(Arc::new(page_index)))
-                .build(),
-        );
-        let arrow_meta = guard_panic(path, || {
-            ArrowReaderMetadata::try_new(Arc::clone(&meta), ArrowReaderOptions::new())
-                .map_err(corrupt)
-        })?;
-        (meta, arrow_meta)
+    let (meta, arrow_meta) = match page_index.dense_offset_index(&footer) {
+        None => (footer, arrow_meta),
+        Some(offset_index) => {
+            let meta = Arc::new(
+                ParquetMetaDataBuilder::new_from_metadata((*footer).clone())
+                    .set_offset_index(Some(offset_index))
+                    .build(),
+            );
+            let arrow_meta = guard_panic(path, || {
+                ArrowReaderMetadata::try_new(Arc::clone(&meta), ArrowReaderOptions::new())
+                    .map_err(corrupt)
+            })?;
+            (meta, arrow_meta)
+        }
     };
     let arrow_meta = if spec.distinct {
         guard_panic(path, || {

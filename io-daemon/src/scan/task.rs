@@ -511,7 +511,7 @@ fn ranges(
     let g = task.row_group;
     let schema = ctx.meta.file_metadata().schema_descr();
     let rg = ctx.meta.row_group(g);
-    let page_index = ctx.meta.page_index_for_row_group(g);
+    let page_index = crate::prune::RowGroupPageIndex::new(&*ctx.meta, g);
     let file_len = ctx.source.len();
     let mut out = Vec::new();
     for c in 0..rg.num_columns() {
