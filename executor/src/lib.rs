@@ -35,6 +35,7 @@
 mod bind;
 pub mod builder;
 mod cache;
+pub mod engine;
 mod error;
 mod exec;
 mod expr;

@@ -359,11 +359,7 @@ fn convert_order_item(o: &ast::OrderByExpr) -> Result<OrderItem, PlanError> {
     if o.with_fill.is_some() {
         return Err(PlanError::unsupported("WITH FILL"));
     }
-    let descending = match &o.options.sort {
-        None | Some(ast::OrderBySort::Asc) => false,
-        Some(ast::OrderBySort::Desc) => true,
-        Some(_) => return Err(PlanError::unsupported("ORDER BY USING")),
-    };
+    let descending = o.options.asc == Some(false);
     Ok(OrderItem {
         expr: convert_expr(&o.expr)?,
         descending,
@@ -432,7 +428,11 @@ pub(crate) fn convert_expr(e: &ast::Expr) -> Result<Expr, PlanError> {
             expr,
             data_type,
             format,
+            array,
         } => {
+            if *array {
+                return Err(PlanError::unsupported("CAST of an array"));
+            }
             if matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast) {
                 return Err(PlanError::unsupported("TRY_CAST"));
             }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use ringscan_executor::engine::{EngineOptions, SqlSession};
 use ringscan_executor::format::{write_csv, write_json, write_table};
 use ringscan_executor::session::{QueryOutcome, Session, SessionOptions};
 use ringscan_executor::{owned_copy, QueryResult};
@@ -32,6 +33,16 @@ pub(crate) enum Format {
     Csv,
     /// One JSON object per row, one per line.
     Json,
+}
+
+/// Which engine answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Engine {
+    /// DataFusion plans and executes; the daemon scans (full SQL).
+    Datafusion,
+    /// The earlier hand-written single-table executor (for comparison while it is
+    /// phased out).
+    Native,
 }
 
 /// Arguments of `ringscan query`.
@@ -68,6 +79,38 @@ pub(crate) struct QueryArgs {
     /// of it as they arrive).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     ring_mib: u32,
+    /// The engine that plans and executes the query.
+    /// (DataFusion becomes the default once the differential corpus and the bench
+    /// suites pass on it.)
+    #[arg(long, value_enum, default_value = "native")]
+    engine: Engine,
+    /// Memory for joins, sorts and aggregations before they spill to disk, in MiB
+    /// [default: half the machine's memory].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(16..))]
+    memory_limit_mib: Option<u64>,
+}
+
+/// A session of either engine.
+#[derive(Debug)]
+enum AnySession {
+    Sql(SqlSession),
+    Native(Session),
+}
+
+impl AnySession {
+    fn query(&mut self, sql: &str, use_result_cache: bool) -> anyhow::Result<QueryOutcome> {
+        Ok(match self {
+            Self::Sql(s) => s.query(sql, use_result_cache)?,
+            Self::Native(s) => s.query(sql, use_result_cache)?,
+        })
+    }
+
+    fn explain(&mut self, sql: &str) -> anyhow::Result<String> {
+        Ok(match self {
+            Self::Sql(s) => s.explain(sql)?,
+            Self::Native(s) => s.explain(sql)?,
+        })
+    }
 }
 
 /// Latency percentiles over the repeats, microseconds.
@@ -96,33 +139,62 @@ impl Latency {
     }
 }
 
-/// Opens a session on `data`, starting its daemon if none answers.
+/// Opens a native-engine session on `data`, starting its daemon if none answers.
 pub(crate) fn open_session(data: &Path) -> anyhow::Result<Session> {
     open_session_with(data, &SessionOptions::default())
 }
 
-/// [`open_session`] with `options`.
+/// Opens a native-engine session on `data` with `options`, starting its daemon if none
+/// answers.
 fn open_session_with(data: &Path, options: &SessionOptions) -> anyhow::Result<Session> {
+    let exe = daemon_exe(data)?;
+    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT);
+    Session::open(data, &spawn, options)
+        .with_context(|| format!("cannot reach the IO daemon of {}", data.display()))
+}
+
+/// Opens a SQL (DataFusion) session on `data`, starting its daemon if none answers.
+pub(crate) fn open_sql_session(data: &Path, options: &EngineOptions) -> anyhow::Result<SqlSession> {
+    let exe = daemon_exe(data)?;
+    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT);
+    SqlSession::open(data, &spawn, options)
+        .with_context(|| format!("cannot reach the IO daemon of {}", data.display()))
+}
+
+/// The executable that runs the daemon, once `data` is known to exist.
+fn daemon_exe(data: &Path) -> anyhow::Result<PathBuf> {
     if !data.is_dir() {
         bail!(
             "data directory {} does not exist (generate data with `ringscan generate`, or pass --data)",
             data.display()
         );
     }
-    let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
-    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT);
-    Session::open(data, &spawn, options)
-        .with_context(|| format!("cannot reach the IO daemon of {}", data.display()))
+    std::env::current_exe().context("cannot find the ringscan executable")
 }
 
 pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     let data = data_dir(args.data.as_deref());
     let recorder = start_recording("query", std::env::args().skip(2).collect());
-    let options = SessionOptions {
-        ring_capacity_bytes: args.ring_mib as usize * (1 << 20),
-        ..SessionOptions::default()
+    let ring_capacity_bytes = args.ring_mib as usize * (1 << 20);
+    let mut session = match args.engine {
+        Engine::Datafusion => {
+            let mut options = EngineOptions {
+                ring_capacity_bytes,
+                ..EngineOptions::default()
+            };
+            if let Some(mib) = args.memory_limit_mib {
+                options.memory_limit_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+            }
+            AnySession::Sql(open_sql_session(&data, &options)?)
+        }
+        Engine::Native => AnySession::Native(open_session_with(
+            &data,
+            &SessionOptions {
+                ring_capacity_bytes,
+                ..SessionOptions::default()
+            },
+        )?),
     };
-    let mut session = open_session_with(&data, &options)?;
     if args.explain {
         println!("{}", session.explain(&args.sql)?);
         return Ok(std::process::ExitCode::SUCCESS);
@@ -237,6 +309,11 @@ fn scan_json(s: &ScanSummary) -> Value {
 fn print_result(outcome: &QueryOutcome, format: Format) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
+    if let Some(text) = &outcome.explain {
+        out.write_all(text.as_bytes())?;
+        out.flush()?;
+        return Ok(());
+    }
     match format {
         Format::Table => write_table(&mut out, &outcome.result)?,
         Format::Csv => write_csv(&mut out, &outcome.result)?,

@@ -1,0 +1,159 @@
+//! [`Daemon`]: the engine's shared handle on the IO daemon of one data directory, and
+//! what it remembers about each table ([`TableEntry`]).
+//!
+//! Requests (describe, statistics) go over one control connection behind a mutex; each
+//! scan runs on a connection and ring of its own ([`DaemonClient::scan`]), so several
+//! scans of one query (both sides of a join) stream at once.
+//!
+//! A table's entry is its schema and data version (every file and directory with its
+//! size and mtime, as the daemon listed them). Before a query uses an entry, the files
+//! are stat-ed again: a rewritten, added or removed file makes the entry stale and the
+//! table is described anew, so neither a plan nor a cached result outlives its data.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use arrow_schema::SchemaRef;
+use ringscan_ipc::client::{ClientError, DaemonClient, ScanStream};
+use ringscan_ipc::msg::{FileVersion, ScanRequest, ScanSource, TableInfo, TableStatistics};
+
+use crate::result_cache::DataVersion;
+
+/// Most tables whose entries are remembered (the map is cleared when full).
+const TABLES_MAX: usize = 4096;
+
+/// The engine's handle on one data directory's daemon.
+#[derive(Debug)]
+pub(crate) struct Daemon {
+    data_dir: PathBuf,
+    client: Mutex<DaemonClient>,
+    tables: Mutex<HashMap<ScanSource, Arc<TableEntry>>>,
+}
+
+/// A table as the daemon described it.
+#[derive(Debug)]
+pub(crate) struct TableEntry {
+    pub(crate) source: ScanSource,
+    pub(crate) schema: SchemaRef,
+    pub(crate) info: TableInfo,
+    /// Every column's footer statistics, asked for once per entry (data version).
+    statistics: OnceLock<Option<TableStatistics>>,
+}
+
+impl TableEntry {
+    /// The data version as recorded: every file and directory with its size and mtime.
+    pub(crate) fn version(&self) -> DataVersion {
+        self.info
+            .files
+            .iter()
+            .chain(&self.info.dirs)
+            .map(|v| (v.path.clone(), v.size_bytes, v.modified_ns))
+            .collect()
+    }
+
+    /// Whether every recorded file and directory still stats the same: a file rewritten,
+    /// added or removed (which moves its directory's mtime) makes it false.
+    pub(crate) fn still_current(&self, data_dir: &Path) -> bool {
+        self.info
+            .files
+            .iter()
+            .chain(&self.info.dirs)
+            .all(|recorded| stat_version(data_dir, recorded).as_ref() == Some(recorded))
+    }
+}
+
+impl Daemon {
+    pub(crate) fn new(data_dir: &Path, client: DaemonClient) -> Self {
+        Self {
+            data_dir: data_dir.to_path_buf(),
+            client: Mutex::new(client),
+            tables: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    fn client(&self) -> std::sync::MutexGuard<'_, DaemonClient> {
+        self.client.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The current entry of `source`: the remembered one while its files stat the same,
+    /// else a new description from the daemon.
+    pub(crate) fn table(&self, source: &ScanSource) -> Result<Arc<TableEntry>, ClientError> {
+        let known = self
+            .tables
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(source)
+            .cloned();
+        if let Some(entry) = known {
+            if entry.still_current(&self.data_dir) {
+                return Ok(entry);
+            }
+        }
+        let info = self.client().describe(source)?;
+        let schema = info.schema().map_err(|e| ClientError::Daemon {
+            message: format!(
+                "the daemon sent an unreadable schema for {}: {e}",
+                source_label(source)
+            ),
+        })?;
+        let entry = Arc::new(TableEntry {
+            source: source.clone(),
+            schema: Arc::new(schema),
+            info,
+            statistics: OnceLock::new(),
+        });
+        let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        if tables.len() >= TABLES_MAX {
+            tables.clear();
+        }
+        tables.insert(source.clone(), Arc::clone(&entry));
+        Ok(entry)
+    }
+
+    /// Every column's footer statistics of `entry`, when the daemon answers for the
+    /// same data version (`None`: unknown, plan without them).
+    pub(crate) fn statistics<'e>(&self, entry: &'e TableEntry) -> Option<&'e TableStatistics> {
+        entry
+            .statistics
+            .get_or_init(|| {
+                let columns: Vec<String> = entry
+                    .schema
+                    .fields()
+                    .iter()
+                    .take(ringscan_ipc::msg::MAX_STATISTICS_COLUMNS)
+                    .map(|f| f.name().clone())
+                    .collect();
+                let stats = self.client().statistics(&entry.source, &columns).ok()?;
+                (stats.files == entry.info.files && stats.dirs == entry.info.dirs).then_some(stats)
+            })
+            .as_ref()
+    }
+
+    /// Starts a scan on a connection and ring of its own.
+    pub(crate) fn scan(&self, request: &ScanRequest) -> Result<ScanStream, ClientError> {
+        self.client().scan(request)
+    }
+}
+
+/// The table or path as a user named it.
+pub(crate) fn source_label(source: &ScanSource) -> String {
+    match source {
+        ScanSource::Table { name } => name.clone(),
+        ScanSource::Files { paths } => paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// `recorded`'s file as it stats now.
+fn stat_version(data_dir: &Path, recorded: &FileVersion) -> Option<FileVersion> {
+    let meta = std::fs::metadata(data_dir.join(&recorded.path)).ok()?;
+    Some(FileVersion::from_metadata(recorded.path.clone(), &meta))
+}

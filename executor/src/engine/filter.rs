@@ -1,0 +1,334 @@
+//! DataFusion filter expressions → the daemon's [`Predicate`] tree, exactly or not at all.
+//!
+//! The provider reports a filter `Exact` only when [`to_predicate`] maps all of it: the
+//! daemon then drops exactly the rows the expression does not select (three-valued
+//! logic: a NULL comparison selects nothing), so DataFusion adds no filter above the
+//! scan. A filter that maps only in part (a conjunction with one mappable side) is
+//! `Inexact`: its mappable conjuncts prune and filter in the daemon, and DataFusion
+//! filters again. Anything else stays in DataFusion.
+//!
+//! By the time filters reach the provider, DataFusion's type coercion and expression
+//! simplifier have run: literals compared with a column carry the column's type where
+//! that is exact (`int32_col > 5` arrives as `int32_col > Int32(5)`), and a comparison
+//! that needs the column cast (`int_col > 1.5`) arrives with the cast, which is not
+//! mapped. A literal is mapped only where the column's type holds it exactly.
+
+use arrow_schema::{DataType, Schema, TimeUnit};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
+use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+
+/// How much of a filter the daemon can apply.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Pushed {
+    /// All of it, exactly.
+    Exact(Predicate),
+    /// A part: the daemon may return rows the whole filter drops.
+    Part(Predicate),
+    /// None of it.
+    No,
+}
+
+/// Maps `filter` (one conjunct of a WHERE) for a table of `schema`.
+pub(crate) fn push_filter(filter: &Expr, schema: &Schema) -> Pushed {
+    if let Some(p) = to_predicate(filter, schema) {
+        return Pushed::Exact(p);
+    }
+    let mut conjuncts = Vec::new();
+    split_and(filter, &mut conjuncts);
+    let parts: Vec<Predicate> = conjuncts
+        .iter()
+        .filter_map(|c| to_predicate(c, schema))
+        .collect();
+    match parts.len() {
+        0 => Pushed::No,
+        1 => Pushed::Part(parts.into_iter().next().expect("one part")),
+        _ => Pushed::Part(Predicate::And(parts)),
+    }
+}
+
+fn split_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::And,
+            right,
+        }) => {
+            split_and(left, out);
+            split_and(right, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// The column `e` names, with its type, when `e` is a bare column of `schema`.
+fn column<'a>(e: &Expr, schema: &'a Schema) -> Option<(&'a str, &'a DataType)> {
+    match e {
+        Expr::Column(c) => schema
+            .field_with_name(&c.name)
+            .ok()
+            .map(|f| (f.name().as_str(), f.data_type())),
+        _ => None,
+    }
+}
+
+fn cmp_op(op: Operator) -> Option<CmpOp> {
+    Some(match op {
+        Operator::Eq => CmpOp::Eq,
+        Operator::NotEq => CmpOp::NotEq,
+        Operator::Lt => CmpOp::Lt,
+        Operator::LtEq => CmpOp::LtEq,
+        Operator::Gt => CmpOp::Gt,
+        Operator::GtEq => CmpOp::GtEq,
+        _ => return None,
+    })
+}
+
+/// The literal as the daemon compares it, when a column of `column_type` holds `v`
+/// exactly (the daemon casts the literal to the column's type).
+pub(crate) fn exact_literal(column_type: &DataType, v: &ScalarValue) -> Option<Literal> {
+    use DataType as D;
+    const F64_EXACT: i128 = 1 << 53;
+    let int_fits = |i: i128| -> bool {
+        let (lo, hi): (i128, i128) = match column_type {
+            D::Int8 => (i8::MIN.into(), i8::MAX.into()),
+            D::Int16 => (i16::MIN.into(), i16::MAX.into()),
+            D::Int32 => (i32::MIN.into(), i32::MAX.into()),
+            D::Int64 => (i64::MIN.into(), i64::MAX.into()),
+            D::UInt8 => (0, u8::MAX.into()),
+            D::UInt16 => (0, u16::MAX.into()),
+            D::UInt32 => (0, u32::MAX.into()),
+            D::UInt64 => (0, u64::MAX.into()),
+            D::Float32 => (-(1 << 24), 1 << 24),
+            D::Float64 => (-F64_EXACT, F64_EXACT),
+            _ => return false,
+        };
+        (lo..=hi).contains(&i)
+    };
+    let int = |i: i128| -> Option<Literal> {
+        if !int_fits(i) {
+            return None;
+        }
+        match i64::try_from(i) {
+            Ok(i) => Some(Literal::Int(i)),
+            Err(_) => u64::try_from(i).ok().map(Literal::UInt),
+        }
+    };
+    match v {
+        ScalarValue::Int8(Some(i)) => int((*i).into()),
+        ScalarValue::Int16(Some(i)) => int((*i).into()),
+        ScalarValue::Int32(Some(i)) => int((*i).into()),
+        ScalarValue::Int64(Some(i)) => int((*i).into()),
+        ScalarValue::UInt8(Some(i)) => int((*i).into()),
+        ScalarValue::UInt16(Some(i)) => int((*i).into()),
+        ScalarValue::UInt32(Some(i)) => int((*i).into()),
+        ScalarValue::UInt64(Some(i)) => int((*i).into()),
+        ScalarValue::Float64(Some(f)) => match column_type {
+            D::Float64 => Some(Literal::Float(*f)),
+            D::Float32 if f64::from(*f as f32) == *f || f.is_nan() => Some(Literal::Float(*f)),
+            _ => None,
+        },
+        ScalarValue::Float32(Some(f)) => match column_type {
+            D::Float32 | D::Float64 => Some(Literal::Float(f64::from(*f))),
+            _ => None,
+        },
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => match column_type {
+            D::Utf8 | D::LargeUtf8 | D::Utf8View => Some(Literal::Utf8(s.clone())),
+            D::Dictionary(_, value) if value.is_string() => Some(Literal::Utf8(s.clone())),
+            _ => None,
+        },
+        ScalarValue::Boolean(Some(b)) if *column_type == D::Boolean => Some(Literal::Bool(*b)),
+        ScalarValue::Date32(Some(d)) => match column_type {
+            D::Date32 => Some(Literal::Date32(*d)),
+            D::Timestamp(TimeUnit::Microsecond, None) => {
+                Some(Literal::TimestampMicros(i64::from(*d) * 86_400_000_000))
+            }
+            _ => None,
+        },
+        ScalarValue::TimestampMicrosecond(Some(t), tz) => match column_type {
+            D::Timestamp(TimeUnit::Microsecond, column_tz) if column_tz == tz => {
+                Some(Literal::TimestampMicros(*t))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn literal_of(e: &Expr, column_type: &DataType) -> Option<Literal> {
+    match e {
+        Expr::Literal(v, _) => exact_literal(column_type, v),
+        _ => None,
+    }
+}
+
+fn flatten(kind: fn(Vec<Predicate>) -> Predicate, parts: [Predicate; 2]) -> Predicate {
+    let mut all = Vec::new();
+    for p in parts {
+        match (kind(Vec::new()), p) {
+            (Predicate::And(_), Predicate::And(inner))
+            | (Predicate::Or(_), Predicate::Or(inner)) => all.extend(inner),
+            (_, p) => all.push(p),
+        }
+    }
+    kind(all)
+}
+
+/// Maps a boolean expression onto the predicate tree, exactly or not at all.
+pub(crate) fn to_predicate(e: &Expr, schema: &Schema) -> Option<Predicate> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+            Operator::And | Operator::Or => {
+                let parts = [to_predicate(left, schema)?, to_predicate(right, schema)?];
+                let kind = if *op == Operator::And {
+                    Predicate::And
+                } else {
+                    Predicate::Or
+                };
+                Some(flatten(kind, parts))
+            }
+            _ => {
+                let op = cmp_op(*op)?;
+                match (column(left, schema), column(right, schema)) {
+                    (Some((l, lt)), Some((r, rt))) if lt == rt => Some(Predicate::Compare {
+                        left: Operand::Column(l.to_owned()),
+                        op,
+                        right: Operand::Column(r.to_owned()),
+                    }),
+                    (Some((l, lt)), None) => {
+                        Some(Predicate::compare(l, op, literal_of(right, lt)?))
+                    }
+                    (None, Some((r, rt))) => {
+                        Some(Predicate::compare(r, op.flipped(), literal_of(left, rt)?))
+                    }
+                    _ => None,
+                }
+            }
+        },
+        Expr::Not(inner) => Some(Predicate::Not(Box::new(to_predicate(inner, schema)?))),
+        Expr::Column(_) => {
+            // A boolean column as a condition: `WHERE flag` selects the rows where it is
+            // true (NULL selects nothing), as `flag = true` does.
+            let (c, t) = column(e, schema)?;
+            (*t == DataType::Boolean).then(|| Predicate::compare(c, CmpOp::Eq, Literal::Bool(true)))
+        }
+        Expr::Between(Between {
+            expr,
+            negated,
+            low,
+            high,
+        }) => {
+            let (c, t) = column(expr, schema)?;
+            Some(Predicate::Between {
+                expr: Operand::Column(c.to_owned()),
+                low: literal_of(low, t)?,
+                high: literal_of(high, t)?,
+                negated: *negated,
+            })
+        }
+        Expr::InList(list) => {
+            let (c, t) = column(&list.expr, schema)?;
+            let values = list
+                .list
+                .iter()
+                .map(|i| literal_of(i, t))
+                .collect::<Option<Vec<_>>>()?;
+            Some(Predicate::InList {
+                expr: Operand::Column(c.to_owned()),
+                list: values,
+                negated: list.negated,
+            })
+        }
+        Expr::IsNull(inner) | Expr::IsNotNull(inner) => {
+            let (c, _) = column(inner, schema)?;
+            Some(Predicate::IsNull {
+                expr: Operand::Column(c.to_owned()),
+                negated: matches!(e, Expr::IsNotNull(_)),
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::Field;
+    use datafusion::logical_expr::{col, lit};
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("i", DataType::Int32, true),
+            Field::new("f", DataType::Float64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("b", DataType::Boolean, true),
+        ])
+    }
+
+    #[test]
+    fn comparisons_map_when_the_literal_fits_the_column() {
+        let s = schema();
+        assert_eq!(
+            to_predicate(&col("i").gt(lit(5i32)), &s),
+            Some(Predicate::compare("i", CmpOp::Gt, Literal::Int(5)))
+        );
+        // Literal on the left: the operator flips.
+        assert_eq!(
+            to_predicate(&lit(5i32).lt(col("i")), &s),
+            Some(Predicate::compare("i", CmpOp::Gt, Literal::Int(5)))
+        );
+        // A value the column cannot hold exactly is not pushed.
+        assert_eq!(to_predicate(&col("i").gt(lit(1i64 << 40)), &s), None);
+        assert_eq!(to_predicate(&col("i").gt(lit(1.5f64)), &s), None);
+        assert_eq!(to_predicate(&col("s").eq(lit(1i32)), &s), None);
+        // A cast column is not a column.
+        let cast = Expr::Cast(datafusion::logical_expr::Cast::new(
+            Box::new(col("i")),
+            DataType::Float64,
+        ));
+        assert_eq!(to_predicate(&cast.gt(lit(1.5f64)), &s), None);
+    }
+
+    #[test]
+    fn conjunctions_push_the_parts_they_can() {
+        let s = schema();
+        let upper = datafusion::functions::string::expr_fn::upper(col("s")).eq(lit("A"));
+        let both = col("f").gt_eq(lit(1.0f64)).and(upper.clone());
+        assert_eq!(
+            push_filter(&both, &s),
+            Pushed::Part(Predicate::compare("f", CmpOp::GtEq, Literal::Float(1.0)))
+        );
+        assert_eq!(push_filter(&upper, &s), Pushed::No);
+        let or = col("f").gt(lit(1.0f64)).or(col("b"));
+        assert!(matches!(push_filter(&or, &s), Pushed::Exact(Predicate::Or(v)) if v.len() == 2));
+        // OR with an unmappable side cannot be pushed at all.
+        assert_eq!(push_filter(&col("b").or(upper), &s), Pushed::No);
+    }
+
+    #[test]
+    fn null_tests_between_and_in_lists() {
+        let s = schema();
+        assert_eq!(
+            to_predicate(&col("s").is_not_null(), &s),
+            Some(Predicate::IsNull {
+                expr: Operand::Column("s".into()),
+                negated: true
+            })
+        );
+        let between = col("i").between(lit(1i32), lit(9i32));
+        assert!(matches!(
+            to_predicate(&between, &s),
+            Some(Predicate::Between { negated: false, .. })
+        ));
+        let list = col("s").in_list(vec![lit("a"), lit("b")], true);
+        assert!(matches!(
+            to_predicate(&list, &s),
+            Some(Predicate::InList { negated: true, ref list, .. }) if list.len() == 2
+        ));
+        // A NULL in the list is not pushed (NOT IN with NULL selects nothing).
+        let with_null = col("s").in_list(vec![lit("a"), lit(ScalarValue::Utf8(None))], true);
+        assert_eq!(to_predicate(&with_null, &s), None);
+    }
+}

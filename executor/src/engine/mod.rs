@@ -1,0 +1,515 @@
+//! The SQL engine: DataFusion parses, plans and executes every query; the IO daemon is
+//! its scan.
+//!
+//! - [`SqlSession`] owns a DataFusion `SessionContext` whose default schema is the data
+//!   directory ([`catalog::DataDirSchema`]): each table, and each quoted path or glob,
+//!   is a [`table::DaemonTable`] whose scans are [`scan::DaemonScanExec`]s streaming
+//!   from the daemon's shared-memory ring.
+//! - Projection, filters ([`filter`]: exact where the daemon applies all of a filter)
+//!   and limits go to the daemon; footer statistics answer `count`/`min`/`max` and order
+//!   joins.
+//! - [`rules`] keeps DuckDB's results where DataFusion's would differ.
+//! - A result cache keyed by the optimized plan and the data version of every table
+//!   it reads answers repeated queries until a file changes.
+//! - Joins and sorts run under a memory pool ([`EngineOptions::memory_limit_bytes`]) and
+//!   spill to disk past it.
+
+mod catalog;
+mod daemon;
+mod filter;
+mod rules;
+mod scan;
+mod table;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, RecordBatch, StringArray};
+use datafusion::common::DataFusionError;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use ringscan_ipc::client::{ensure_daemon, ClientError};
+use ringscan_ipc::msg::ScanSummary;
+
+use crate::cache::ByteLru;
+use crate::exec::QueryResult;
+use crate::result_cache::{DataVersion, ResultCache, ResultKey};
+use crate::session::QueryOutcome;
+use catalog::DataDirSchema;
+use daemon::Daemon;
+use scan::DaemonScanExec;
+use table::DaemonTable;
+
+pub use daemon_settings::ScanSettings;
+
+/// Failure of one query of a [`SqlSession`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The daemon could not be reached.
+    #[error(transparent)]
+    Daemon(#[from] ClientError),
+    /// Planning or execution failed (DataFusion's message, the daemon's for a scan).
+    #[error("{}", clean_message(.0))]
+    Query(#[from] DataFusionError),
+    /// The engine's runtime could not be started.
+    #[error("cannot start the query runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// DataFusion's message without its wrapping ("External error: ", "Error during
+/// planning: "...): the daemon's and the planner's words are the message.
+fn clean_message(e: &DataFusionError) -> String {
+    match e {
+        DataFusionError::External(inner) => inner.to_string(),
+        DataFusionError::Context(context, inner) => format!("{context}: {}", clean_message(inner)),
+        DataFusionError::Plan(m) | DataFusionError::Execution(m) => m.clone(),
+        DataFusionError::SQL(e, _) => format!("SQL syntax: {e}"),
+        DataFusionError::NotImplemented(m) => format!("unsupported: {m}"),
+        DataFusionError::ResourcesExhausted(m) => format!("out of memory for this query: {m}"),
+        DataFusionError::ArrowError(e, _) => e.to_string(),
+        DataFusionError::Shared(inner) => clean_message(inner),
+        DataFusionError::Diagnostic(_, inner) => clean_message(inner),
+        other => other.to_string(),
+    }
+}
+
+/// Sizes and switches of the engine.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Bytes of planned queries kept (the plan cache, keyed by SQL text).
+    pub plan_cache_bytes: usize,
+    /// Bytes of results kept (the result cache); 0 disables it.
+    pub result_cache_bytes: usize,
+    /// How long to wait for a daemon that `spawn` started.
+    pub daemon_start_wait: Duration,
+    /// The data area of each scan's ring, in bytes.
+    pub ring_capacity_bytes: usize,
+    /// Let footer statistics answer `count`/`min`/`max` (off: always scan).
+    pub use_statistics: bool,
+    /// Memory for joins, sorts and aggregations, beyond which they spill to disk.
+    pub memory_limit_bytes: usize,
+    /// Threads that execute plans (and DataFusion's target partitions).
+    pub threads: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            plan_cache_bytes: 8 << 20,
+            result_cache_bytes: 256 << 20,
+            daemon_start_wait: Duration::from_secs(10),
+            ring_capacity_bytes: ringscan_ipc::msg::ScanRequest::DEFAULT_RING_CAPACITY_BYTES,
+            use_statistics: true,
+            memory_limit_bytes: default_memory_limit_bytes(),
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// Half of the machine's memory (1 GiB when it cannot be read).
+pub fn default_memory_limit_bytes() -> usize {
+    let total_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        });
+    total_kib.map_or(1 << 30, |kib| kib.saturating_mul(1024) / 2)
+}
+
+mod daemon_settings {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Scan settings a session can change between queries.
+    #[derive(Debug)]
+    pub struct ScanSettings {
+        pub(crate) ring_capacity_bytes: usize,
+        use_statistics: AtomicBool,
+    }
+
+    impl ScanSettings {
+        pub(crate) fn new(ring_capacity_bytes: usize, use_statistics: bool) -> Self {
+            Self {
+                ring_capacity_bytes,
+                use_statistics: AtomicBool::new(use_statistics),
+            }
+        }
+
+        /// Whether footer statistics are reported to the planner.
+        pub fn use_statistics(&self) -> bool {
+            // Relaxed: a plain switch read between queries; nothing else is ordered by it.
+            self.use_statistics.load(Ordering::Relaxed)
+        }
+
+        pub(crate) fn set_use_statistics(&self, on: bool) {
+            self.use_statistics.store(on, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One client's SQL session on one data directory.
+pub struct SqlSession {
+    daemon: Arc<Daemon>,
+    settings: Arc<ScanSettings>,
+    ctx: SessionContext,
+    runtime: tokio::runtime::Runtime,
+    plans: ByteLru<String, CachedPlan>,
+    results: ResultCache,
+}
+
+impl std::fmt::Debug for SqlSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlSession")
+            .field("data_dir", &self.daemon.data_dir())
+            .field("session_id", &self.ctx.session_id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An optimized plan kept for its SQL text, valid while its tables' files stat the same.
+#[derive(Debug)]
+struct CachedPlan {
+    plan: LogicalPlan,
+    /// The daemon tables the plan reads, as planned.
+    entries: Vec<Arc<daemon::TableEntry>>,
+    /// The plan's text: the result cache's key, with the tables' data version.
+    text: String,
+    explain: bool,
+}
+
+impl CachedPlan {
+    fn approx_size_bytes(&self, sql: &str) -> usize {
+        // The plan's tree is a few times its text.
+        sql.len() + self.text.len() * 4 + 512
+    }
+}
+
+/// What a statement does to the session's planning state.
+fn statement_kind(sql: &str) -> (bool, bool) {
+    let head: String = sql
+        .trim_start_matches(|c: char| c.is_whitespace() || c == '(')
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    let cacheable = matches!(head.as_str(), "SELECT" | "WITH" | "VALUES" | "EXPLAIN");
+    // Anything but a query may change what names mean (views, settings): plans go.
+    (cacheable, !cacheable && head != "SHOW")
+}
+
+impl SqlSession {
+    /// Connects to the daemon of `data_dir`, calling `spawn` to start one if none
+    /// answers.
+    pub fn open(
+        data_dir: &Path,
+        spawn: &dyn Fn() -> std::io::Result<()>,
+        options: &EngineOptions,
+    ) -> Result<Self, EngineError> {
+        let client = ensure_daemon(data_dir, spawn, options.daemon_start_wait)?;
+        let daemon = Arc::new(Daemon::new(data_dir, client));
+        let settings = Arc::new(ScanSettings::new(
+            options.ring_capacity_bytes,
+            options.use_statistics,
+        ));
+        let threads = options.threads.max(1);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("ringscan-exec")
+            .enable_time()
+            .build()
+            .map_err(EngineError::Runtime)?;
+        let mut config = SessionConfig::new()
+            .with_target_partitions(threads)
+            .with_information_schema(true)
+            // Decimal literals stay exact (DuckDB reads `0.06` as DECIMAL, so
+            // `0.06 + 0.01 = 0.07` holds).
+            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
+            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
+        config.options_mut().execution.time_zone = Some("UTC".into());
+        let runtime_env = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(FairSpillPool::new(options.memory_limit_bytes)))
+            .build_arc()?;
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime_env)
+            .with_default_features()
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        ctx.add_analyzer_rule(Arc::new(rules::IntegerDivision));
+        let schema = Arc::new(DataDirSchema::new(
+            Arc::clone(&daemon),
+            Arc::clone(&settings),
+        ));
+        let catalog = ctx.catalog("datafusion").ok_or_else(|| {
+            EngineError::Query(DataFusionError::Internal("no default catalog".into()))
+        })?;
+        catalog.register_schema("public", schema)?;
+        Ok(Self {
+            daemon,
+            settings,
+            ctx,
+            runtime,
+            plans: ByteLru::new(options.plan_cache_bytes),
+            results: ResultCache::new(options.result_cache_bytes),
+        })
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        self.daemon.data_dir()
+    }
+
+    /// Turns answers from footer statistics on or off.
+    pub fn set_use_statistics(&mut self, on: bool) {
+        self.settings.set_use_statistics(on);
+    }
+
+    /// The DataFusion context (tests, embedding).
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// The plan of `sql` as EXPLAIN prints it: the logical and physical plans, each scan
+    /// with what it pushes to the daemon.
+    pub fn explain(&mut self, sql: &str) -> Result<String, EngineError> {
+        let outcome = self.query(&format!("EXPLAIN {sql}"), false)?;
+        Ok(outcome.explain.unwrap_or_default())
+    }
+
+    /// The optimized plan of `sql`, from the plan cache while its tables are unchanged.
+    /// The flag: it came from the cache.
+    fn plan(&mut self, sql: &str) -> Result<(Arc<CachedPlan>, bool), EngineError> {
+        let (cacheable, invalidates) = statement_kind(sql);
+        if cacheable {
+            if let Some(cached) = self.plans.get(&sql.to_owned()) {
+                let data_dir = self.daemon.data_dir();
+                if cached.entries.iter().all(|e| e.still_current(data_dir)) {
+                    return Ok((cached, true));
+                }
+            }
+        }
+        if invalidates {
+            self.plans.clear();
+        }
+        let df = self.runtime.block_on(self.ctx.sql(sql))?;
+        let (state, plan) = df.into_parts();
+        let explain = matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_));
+        let plan = state.optimize(&plan)?;
+        let entries = tables_of(&plan);
+        let cached = Arc::new(CachedPlan {
+            text: format!("{}", plan.display_indent()),
+            plan,
+            entries,
+            explain,
+        });
+        if cacheable {
+            let size = cached.approx_size_bytes(sql);
+            self.plans.insert(sql.to_owned(), Arc::clone(&cached), size);
+        }
+        Ok((cached, false))
+    }
+
+    /// Plans `sql` into the plan cache without running it.
+    pub fn prepare(&mut self, sql: &str) -> Result<(), EngineError> {
+        self.plan(sql).map(drop)
+    }
+
+    /// Runs `sql`; `use_result_cache: false` neither reads nor fills the result cache.
+    pub fn query(
+        &mut self,
+        sql: &str,
+        use_result_cache: bool,
+    ) -> Result<QueryOutcome, EngineError> {
+        let start = Instant::now();
+        let (cached, plan_hit) = self.plan(sql)?;
+        let is_explain = cached.explain;
+        let key = (use_result_cache && !is_explain && !cached.entries.is_empty())
+            .then(|| ResultKey::from_parts(cached.text.clone(), data_version(&cached.entries)));
+        if let Some(result) = key.as_ref().and_then(|k| self.results.get(k)) {
+            return Ok(QueryOutcome {
+                result,
+                explain: None,
+                scan: None,
+                plan_hit,
+                result_hit: true,
+                from_statistics: false,
+                topk_late: false,
+                total_us: micros(start),
+            });
+        }
+        let state = self.ctx.state();
+        let plan = &cached.plan;
+        let tables = &cached.entries;
+        let physical = self
+            .runtime
+            .block_on(state.query_planner().create_physical_plan(plan, &state))?;
+        let task = Arc::new(datafusion::execution::TaskContext::from(&state));
+        let batches = self
+            .runtime
+            .block_on(collect(Arc::clone(&physical), task))?;
+        let scans = daemon_scans(&physical);
+        let from_statistics = !tables.is_empty() && scans.is_empty();
+        let summary = combined_summary(&scans);
+        let schema = physical.schema();
+        let rows = batches.iter().map(RecordBatch::num_rows).sum();
+        if is_explain {
+            return Ok(QueryOutcome {
+                result: Arc::new(QueryResult {
+                    schema,
+                    batches: Vec::new(),
+                    rows: 0,
+                }),
+                explain: Some(explain_text(&batches)),
+                scan: None,
+                plan_hit,
+                result_hit: false,
+                from_statistics: false,
+                topk_late: false,
+                total_us: micros(start),
+            });
+        }
+        let mut result = Arc::new(QueryResult {
+            schema,
+            batches,
+            rows,
+        });
+        if let Some(key) = key {
+            // A cached result must not keep a scan's ring (its whole mapping) alive.
+            let owned = crate::exec::owned_copy(Arc::clone(&result.schema), &result.batches)
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            result = Arc::new(QueryResult {
+                schema: Arc::clone(&result.schema),
+                rows,
+                batches: if owned.num_rows() > 0 {
+                    vec![owned]
+                } else {
+                    Vec::new()
+                },
+            });
+            self.results.insert(key, Arc::clone(&result));
+        }
+        Ok(QueryOutcome {
+            result,
+            explain: None,
+            scan: (!scans.is_empty() || from_statistics).then_some(summary),
+            plan_hit,
+            result_hit: false,
+            from_statistics,
+            topk_late: false,
+            total_us: micros(start),
+        })
+    }
+
+    /// Result-cache counters.
+    pub fn result_cache_stats(&self) -> crate::CacheStats {
+        self.results.stats()
+    }
+}
+
+/// The daemon tables `plan` reads (subqueries included), as planned.
+fn tables_of(plan: &LogicalPlan) -> Vec<Arc<daemon::TableEntry>> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::datasource::source_as_provider;
+    let mut tables = Vec::new();
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            if let Ok(provider) = source_as_provider(&scan.source) {
+                if let Some(table) = provider.downcast_ref::<DaemonTable>() {
+                    tables.push(Arc::clone(table.entry()));
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    tables
+}
+
+/// The data version of several tables, each path prefixed by its table so that two
+/// tables' versions never collide.
+fn data_version(entries: &[Arc<daemon::TableEntry>]) -> DataVersion {
+    let mut version = DataVersion::new();
+    for entry in entries {
+        let label = daemon::source_label(&entry.source);
+        version.extend(
+            entry
+                .version()
+                .into_iter()
+                .map(|(p, size, mtime)| (Path::new(&label).join(p), size, mtime)),
+        );
+    }
+    version
+}
+
+/// Every daemon scan of a physical plan.
+fn daemon_scans(plan: &Arc<dyn ExecutionPlan>) -> Vec<ScanSummary> {
+    let mut out = Vec::new();
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(node) = stack.pop() {
+        if let Some(scan) = node.downcast_ref::<DaemonScanExec>() {
+            out.extend(scan.summaries());
+        }
+        stack.extend(node.children().into_iter().cloned());
+    }
+    out
+}
+
+/// The work of several scans as one summary.
+fn combined_summary(scans: &[ScanSummary]) -> ScanSummary {
+    let Some((first, rest)) = scans.split_first() else {
+        return ScanSummary::default();
+    };
+    let mut total = first.clone();
+    for s in rest {
+        total.absorb_work(s);
+        total.files_considered += s.files_considered;
+        total.files_pruned += s.files_pruned;
+        total.row_groups_considered += s.row_groups_considered;
+        total.row_groups_pruned += s.row_groups_pruned;
+        total.files_pruned_by_partition += s.files_pruned_by_partition;
+        total.row_groups_pruned_by_stats += s.row_groups_pruned_by_stats;
+        total.row_groups_pruned_by_bloom += s.row_groups_pruned_by_bloom;
+        total.row_groups_pruned_by_page_index += s.row_groups_pruned_by_page_index;
+        total.row_groups_pruned_by_dynamic_filter += s.row_groups_pruned_by_dynamic_filter;
+        total.row_groups_skipped_by_offset += s.row_groups_skipped_by_offset;
+    }
+    total
+}
+
+/// EXPLAIN's rows (plan type, plan) as text.
+fn explain_text(batches: &[RecordBatch]) -> String {
+    let mut text = String::new();
+    for batch in batches {
+        let (Some(kind), Some(plan)) = (
+            batch.column(0).as_any().downcast_ref::<StringArray>(),
+            batch
+                .column(batch.num_columns() - 1)
+                .as_any()
+                .downcast_ref::<StringArray>(),
+        ) else {
+            continue;
+        };
+        for row in 0..batch.num_rows() {
+            if batch.num_columns() > 1 && !kind.is_null(row) {
+                text.push_str(kind.value(row));
+                text.push('\n');
+            }
+            for line in plan.value(row).lines() {
+                text.push_str("  ");
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+    }
+    text
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,324 @@
+//! [`DaemonScanExec`]: DataFusion's leaf for one scan by the IO daemon.
+//!
+//! Executing it sends the [`ScanRequest`] (projection, pushed predicate, limit) to the
+//! daemon and streams the batches it writes into the shared-memory ring. A thread of
+//! tokio's blocking pool reads the ring (its waits block) and hands batches over a
+//! channel of [`CHANNEL_BATCHES`]; the batches stay in the ring, zero-copy, until
+//! whatever holds them downstream drops them. A plan that keeps many (a sort, a hash
+//! join's build side) would leave the daemon waiting for space, so once the live
+//! batches hold half the ring, each further batch is copied out before it is handed on:
+//! the ring always has room for the daemon's next batch.
+//!
+//! Dropping the stream (a satisfied LIMIT, a cancelled query) closes the channel; the
+//! reading thread then cancels the scan in the daemon. When the scan ends, its
+//! [`ScanSummary`] is kept in the exec for EXPLAIN ANALYZE and the query's outcome.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result, Statistics};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{Count, Metric, MetricValue, MetricsSet};
+use datafusion::physical_plan::statistics::StatisticsArgs;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use ringscan_ipc::client::ScanStream;
+use ringscan_ipc::msg::{ScanRequest, ScanSummary};
+use tokio::sync::mpsc;
+
+use super::daemon::Daemon;
+use crate::pushdown::format_predicate;
+
+/// Batches in flight between the ring reader and the plan.
+const CHANNEL_BATCHES: usize = 2;
+
+/// One scan of the IO daemon, as a DataFusion leaf.
+pub(crate) struct DaemonScanExec {
+    daemon: Arc<Daemon>,
+    request: ScanRequest,
+    /// The table or path as the query named it (for EXPLAIN).
+    label: String,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    statistics: Arc<Statistics>,
+    /// Filters DataFusion pushed that the daemon applies only in part (it filters
+    /// again above the scan).
+    inexact_filters: usize,
+    summaries: Arc<Mutex<Vec<ScanSummary>>>,
+}
+
+impl fmt::Debug for DaemonScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DaemonScanExec")
+            .field("label", &self.label)
+            .field("request", &self.request)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DaemonScanExec {
+    pub(crate) fn new(
+        daemon: Arc<Daemon>,
+        request: ScanRequest,
+        label: String,
+        schema: SchemaRef,
+        statistics: Statistics,
+        inexact_filters: usize,
+    ) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Self {
+            daemon,
+            request,
+            label,
+            schema,
+            properties: Arc::new(properties),
+            statistics: Arc::new(statistics),
+            inexact_filters,
+            summaries: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The summaries of the scans this exec ran so far.
+    pub(crate) fn summaries(&self) -> Vec<ScanSummary> {
+        self.summaries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DaemonScanExec: {}", self.label)?;
+        if let Some(p) = &self.request.projection {
+            write!(f, ", projection=[{}]", p.join(", "))?;
+        }
+        if let Some(p) = &self.request.predicate {
+            write!(f, ", pushed predicate={}", format_predicate(p))?;
+            if self.inexact_filters > 0 {
+                write!(f, " (inexact: filtered again above)")?;
+            }
+        }
+        if let Some(limit) = self.request.limit {
+            write!(f, ", pushed limit={limit}")?;
+        }
+        if self.request.offset > 0 {
+            write!(f, ", pushed offset={}", self.request.offset)?;
+        }
+        Ok(())
+    }
+}
+
+impl DisplayAs for DaemonScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => self.describe(f),
+            DisplayFormatType::TreeRender => write!(f, "{}", self.label),
+        }
+    }
+}
+
+impl ExecutionPlan for DaemonScanExec {
+    fn name(&self) -> &str {
+        "DaemonScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            Err(DataFusionError::Internal(
+                "DaemonScanExec has no children".into(),
+            ))
+        }
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let mut request = self.request.clone();
+        request.limit = match (request.limit, limit) {
+            (Some(a), Some(b)) => Some(a.min(b as u64)),
+            (a, b) => a.or(b.map(|b| b as u64)),
+        };
+        let statistics = Arc::unwrap_or_clone(Arc::clone(&self.statistics));
+        let statistics = match request.limit {
+            Some(limit) => statistics.with_fetch(Some(limit as usize), 0, 1).ok()?,
+            None => statistics,
+        };
+        Some(Arc::new(Self::new(
+            Arc::clone(&self.daemon),
+            request,
+            self.label.clone(),
+            Arc::clone(&self.schema),
+            statistics,
+            self.inexact_filters,
+        )))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.request.limit.map(|l| l as usize)
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        Ok(Arc::clone(&self.statistics))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        let summaries = self.summaries();
+        if summaries.is_empty() {
+            return None;
+        }
+        let mut total = ScanSummary::default();
+        for s in &summaries {
+            total.absorb_work(s);
+        }
+        Some(summary_metrics(&total))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "DaemonScanExec has one partition, asked for {partition}"
+            )));
+        }
+        let stream = self
+            .daemon
+            .scan(&self.request)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let (tx, mut rx) = mpsc::channel(CHANNEL_BATCHES);
+        let schema = Arc::clone(&self.schema);
+        let summaries = Arc::clone(&self.summaries);
+        let reader_schema = Arc::clone(&schema);
+        let read = move || read_ring(stream, &reader_schema, &tx, &summaries);
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => drop(handle.spawn_blocking(read)),
+            Err(_) => {
+                std::thread::Builder::new()
+                    .name("ringscan-scan".into())
+                    .spawn(read)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            }
+        }
+        let batches = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+    }
+}
+
+/// The daemon's summary as DataFusion metrics (EXPLAIN ANALYZE prints them).
+fn summary_metrics(s: &ScanSummary) -> MetricsSet {
+    let mut set = MetricsSet::new();
+    let figures: [(&'static str, u64); 12] = [
+        ("files", s.files_considered),
+        ("files_pruned", s.files_pruned),
+        ("row_groups", s.row_groups_considered),
+        ("row_groups_pruned", s.row_groups_pruned),
+        ("row_groups_pruned_by_stats", s.row_groups_pruned_by_stats),
+        ("row_groups_pruned_by_bloom", s.row_groups_pruned_by_bloom),
+        ("pages_pruned", s.pages_skipped),
+        ("bytes_read", s.bytes_read),
+        ("column_cache_hits", s.column_cache_hits),
+        ("rows_decoded", s.rows_decoded),
+        ("output_rows", s.rows_emitted),
+        ("daemon_time_us", s.timings.total_us),
+    ];
+    for (name, value) in figures {
+        let count = Count::new();
+        count.add(usize::try_from(value).unwrap_or(usize::MAX));
+        set.push(Arc::new(Metric::new(
+            MetricValue::Count {
+                name: name.into(),
+                count,
+            },
+            None,
+        )));
+    }
+    set
+}
+
+/// The reading side of one scan: ring → channel, then the summary.
+fn read_ring(
+    mut stream: ScanStream,
+    schema: &SchemaRef,
+    tx: &mpsc::Sender<Result<RecordBatch>>,
+    summaries: &Mutex<Vec<ScanSummary>>,
+) {
+    let external = |e: ringscan_ipc::client::ClientError| DataFusionError::External(Box::new(e));
+    loop {
+        let batch = match stream.next_batch() {
+            Ok(Some(batch)) => batch,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(external(e)));
+                return;
+            }
+        };
+        let batch = if stream.ring_under_pressure() {
+            // Whatever is downstream keeps batches: this one leaves the ring so that
+            // the daemon always has room for the next.
+            crate::exec::owned_copy(batch.schema(), std::slice::from_ref(&batch))
+                .map_err(|e| DataFusionError::External(Box::new(e)))
+        } else {
+            Ok(batch)
+        };
+        // The daemon's schema may differ from the plan's in field metadata or
+        // nullability; the columns are the plan's.
+        let batch = batch.and_then(|b| {
+            RecordBatch::try_new_with_options(
+                Arc::clone(schema),
+                b.columns().to_vec(),
+                &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+            )
+            .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+        });
+        if tx.blocking_send(batch).is_err() {
+            // The plan dropped the stream (a LIMIT was met, the query was cancelled).
+            stream.cancel();
+            break;
+        }
+    }
+    match stream.finish() {
+        Ok(summary) => summaries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(summary),
+        Err(e) => {
+            let _ = tx.blocking_send(Err(external(e)));
+        }
+    }
+}

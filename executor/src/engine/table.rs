@@ -1,0 +1,185 @@
+//! [`DaemonTable`]: a table of the data directory (or a quoted path or glob) as a
+//! DataFusion [`TableProvider`] whose scans the IO daemon runs.
+//!
+//! - Projection: the columns DataFusion needs, by name, in the request.
+//! - Filters: each WHERE conjunct mapped by [`push_filter`]; reported `Exact` only where
+//!   the daemon applies all of it, `Inexact` where it applies a part.
+//! - Limit: pushed when DataFusion hands one to the scan (it does only when nothing above
+//!   the scan filters rows).
+//! - Statistics: row count and per-column null counts, minimums and maximums from the
+//!   footers, `Exact` where the footers are (so `count(*)`, `min` and `max` are answered
+//!   without a scan) and inexact once a filter is pushed.
+
+use std::sync::Arc;
+
+use arrow_schema::{Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
+use datafusion::common::{ColumnStatistics, Result, ScalarValue, Statistics};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use ringscan_ipc::msg::{Predicate, ScanRequest, TableStatistics};
+
+use super::daemon::{source_label, Daemon, TableEntry};
+use super::filter::{push_filter, Pushed};
+use super::scan::DaemonScanExec;
+use super::ScanSettings;
+
+/// A table whose scans the daemon runs.
+#[derive(Debug)]
+pub(crate) struct DaemonTable {
+    daemon: Arc<Daemon>,
+    entry: Arc<TableEntry>,
+    settings: Arc<ScanSettings>,
+}
+
+impl DaemonTable {
+    pub(crate) fn new(
+        daemon: Arc<Daemon>,
+        entry: Arc<TableEntry>,
+        settings: Arc<ScanSettings>,
+    ) -> Self {
+        Self {
+            daemon,
+            entry,
+            settings,
+        }
+    }
+
+    /// The entry (schema and data version) this provider plans with.
+    pub(crate) fn entry(&self) -> &Arc<TableEntry> {
+        &self.entry
+    }
+}
+
+#[async_trait]
+impl TableProvider for DaemonTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.entry.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| match push_filter(f, &self.entry.schema) {
+                Pushed::Exact(_) => TableProviderFilterPushDown::Exact,
+                Pushed::Part(_) => TableProviderFilterPushDown::Inexact,
+                Pushed::No => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let table_schema = &self.entry.schema;
+        let indices: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..table_schema.fields().len()).collect(),
+        };
+        let schema = Arc::new(table_schema.project(&indices)?);
+        let mut predicates = Vec::new();
+        let mut inexact = 0;
+        for f in filters {
+            match push_filter(f, table_schema) {
+                Pushed::Exact(p) => predicates.push(p),
+                Pushed::Part(p) => {
+                    predicates.push(p);
+                    inexact += 1;
+                }
+                Pushed::No => {}
+            }
+        }
+        let mut request = ScanRequest::new(self.entry.source.clone());
+        request.projection = Some(schema.fields().iter().map(|f| f.name().clone()).collect());
+        request.predicate = match predicates.len() {
+            0 => None,
+            1 => predicates.pop(),
+            _ => Some(Predicate::And(predicates)),
+        };
+        request.limit = limit.map(|l| l as u64);
+        request.ring_capacity_bytes = self.settings.ring_capacity_bytes;
+        let stats = if self.settings.use_statistics() {
+            self.daemon.statistics(&self.entry)
+        } else {
+            None
+        };
+        let mut statistics = match stats {
+            Some(stats) => footer_statistics(stats, table_schema, &indices),
+            None => Statistics::new_unknown(&schema),
+        };
+        if request.predicate.is_some() {
+            statistics = statistics.to_inexact();
+        }
+        if let Some(limit) = limit {
+            statistics = statistics.with_fetch(Some(limit), 0, 1)?;
+        }
+        Ok(Arc::new(DaemonScanExec::new(
+            Arc::clone(&self.daemon),
+            request,
+            source_label(&self.entry.source),
+            schema,
+            statistics,
+            inexact,
+        )))
+    }
+}
+
+/// DataFusion statistics of the projected columns `indices` of `table_schema`.
+fn footer_statistics(
+    stats: &TableStatistics,
+    table_schema: &Schema,
+    indices: &[usize],
+) -> Statistics {
+    let rows = usize::try_from(stats.row_count).ok();
+    let values = stats.min_max().ok();
+    let columns = indices
+        .iter()
+        .map(|&i| {
+            let field = table_schema.field(i);
+            let Some(pos) = stats.columns.iter().position(|c| c.name == *field.name()) else {
+                return ColumnStatistics::new_unknown();
+            };
+            let c = &stats.columns[pos];
+            let value = |row: usize, exact: bool| -> Precision<ScalarValue> {
+                let Some(array) = values.as_ref().map(|v| &v[pos]) else {
+                    return Precision::Absent;
+                };
+                if !exact || array.data_type() != field.data_type() {
+                    return Precision::Absent;
+                }
+                match ScalarValue::try_from_array(array, row) {
+                    Ok(v) if !v.is_null() => Precision::Exact(v),
+                    _ => Precision::Absent,
+                }
+            };
+            ColumnStatistics {
+                null_count: c
+                    .null_count
+                    .and_then(|n| usize::try_from(n).ok())
+                    .map_or(Precision::Absent, Precision::Exact),
+                min_value: value(0, c.min_exact),
+                max_value: value(1, c.max_exact),
+                ..ColumnStatistics::new_unknown()
+            }
+        })
+        .collect();
+    Statistics {
+        num_rows: rows.map_or(Precision::Absent, Precision::Exact),
+        total_byte_size: Precision::Absent,
+        column_statistics: columns,
+    }
+}

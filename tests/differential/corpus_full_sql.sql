@@ -1,0 +1,50 @@
+-- Queries for the DataFusion engine (`ringscan query --engine datafusion`), checked
+-- against DuckDB by check.py like corpus.sql. Not yet run by the test suite: the
+-- engine is opt-in until the whole corpus passes on it (issue 16).
+-- Full SQL (DataFusion plans, the daemon scans): joins of every kind, semi and anti
+-- joins, IN / NOT IN subqueries with NULLs, scalar and correlated subqueries, CTEs
+-- (recursive too), set operations, window functions, CASE, LIKE, functions, integer
+-- division as DuckDB does it. Windows' ORDER BY makes the comparison ordered, so each
+-- such query ends in an ORDER BY on unique keys.
+SELECT p.id, p.price AS p_price, d.price AS d_price FROM pa_trades p JOIN duck_trades d ON p.id = d.id WHERE p.price > 110 ORDER BY p.id LIMIT 20;
+SELECT count(*), sum(d.qty) FROM pa_trades p JOIN duck_trades d ON p.id = d.id AND p.side = d.side;
+SELECT count(*), count(d.id) FROM pa_trades p LEFT JOIN duck_trades d ON p.id = d.id AND d.qty > 2500;
+SELECT count(*), count(p.id), count(d.id) FROM pa_trades p RIGHT JOIN duck_trades d ON p.id = d.id AND p.price > 105;
+SELECT count(*), count(p.id), count(d.id) FROM pa_trades p FULL OUTER JOIN duck_trades d ON p.id = d.id + 5000;
+SELECT a.symbol AS a_symbol, b.symbol AS b_symbol, count(*) FROM ohlcv a CROSS JOIN (SELECT DISTINCT symbol FROM ohlcv_part) b WHERE a.close > 474 GROUP BY 1, 2;
+SELECT count(*) FROM (SELECT symbol, max(close) AS m FROM ohlcv GROUP BY symbol) t JOIN (SELECT symbol, min(close) AS n FROM ohlcv_part GROUP BY symbol) u USING (symbol);
+SELECT w.region, count(*), sum(w.total) FROM wide w JOIN (SELECT DISTINCT customer_id FROM wide WHERE is_priority) c ON w.customer_id = c.customer_id GROUP BY w.region;
+SELECT count(*) FROM pa_trades p WHERE EXISTS (SELECT 1 FROM duck_trades d WHERE d.id = p.id AND d.side = 'sell');
+SELECT count(*) FROM pa_trades p WHERE NOT EXISTS (SELECT 1 FROM duck_trades d WHERE d.id = p.id AND d.qty > 100);
+SELECT count(*) FROM pa_trades WHERE qty IN (SELECT qty FROM duck_trades WHERE venue = 'BATS');
+SELECT count(*) FROM pa_trades WHERE qty NOT IN (SELECT qty FROM duck_trades WHERE venue = 'BATS' AND qty > 4000);
+SELECT count(*) FROM pa_trades WHERE side NOT IN (SELECT side FROM duck_trades);
+SELECT count(*) FROM pa_trades WHERE side NOT IN (SELECT side FROM duck_trades WHERE side IS NOT NULL AND side <> 'buy');
+SELECT count(*) FROM pa_trades WHERE side IN (SELECT side FROM duck_trades);
+SELECT id, price FROM pa_trades WHERE price > (SELECT avg(price) FROM duck_trades) ORDER BY price DESC, id LIMIT 10;
+SELECT side, (SELECT count(*) FROM duck_trades d WHERE d.side = p.side) AS n FROM (SELECT DISTINCT side FROM pa_trades) p;
+SELECT id, qty FROM pa_trades p WHERE qty > (SELECT avg(qty) FROM pa_trades q WHERE q.venue = p.venue) ORDER BY id LIMIT 15;
+WITH s AS (SELECT symbol, avg(close) AS c FROM ohlcv GROUP BY symbol) SELECT symbol, c FROM s WHERE c > (SELECT avg(c) FROM s);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10) SELECT sum(i), count(*) FROM n;
+WITH big AS (SELECT * FROM wide WHERE total > 450), small AS (SELECT * FROM wide WHERE total < 20) SELECT (SELECT count(*) FROM big) AS b, (SELECT count(*) FROM small) AS s;
+SELECT side FROM pa_trades UNION SELECT side FROM duck_trades;
+SELECT venue FROM pa_trades WHERE price > 115 UNION ALL SELECT venue FROM duck_trades WHERE price > 115;
+SELECT qty FROM pa_trades INTERSECT SELECT qty FROM duck_trades;
+SELECT qty FROM pa_trades EXCEPT SELECT qty FROM duck_trades;
+SELECT symbol, ts, close, row_number() OVER (PARTITION BY symbol ORDER BY ts) AS rn FROM ohlcv WHERE close > 474 ORDER BY symbol, ts;
+SELECT symbol, ts, close - lag(close) OVER (PARTITION BY symbol ORDER BY ts) AS d FROM ohlcv_part WHERE symbol = 'SPY' ORDER BY ts LIMIT 20;
+SELECT * FROM (SELECT region, order_id, total, rank() OVER (PARTITION BY region ORDER BY total DESC, order_id) AS r FROM wide) t WHERE r <= 3 ORDER BY region, r;
+SELECT symbol, ts, avg(close) OVER (PARTITION BY symbol ORDER BY ts ROWS BETWEEN 4 PRECEDING AND CURRENT ROW) AS ma FROM ohlcv WHERE symbol = 'AAPL' ORDER BY ts LIMIT 30;
+SELECT id, venue, sum(qty) OVER (PARTITION BY venue) AS s FROM duck_trades WHERE id < 50 ORDER BY id;
+SELECT region, total, sum(total) OVER (ORDER BY order_id) AS running FROM wide WHERE order_id < 40 ORDER BY order_id;
+SELECT CASE WHEN close > 470 THEN 'high' WHEN close > 450 THEN 'mid' ELSE 'low' END AS band, count(*) FROM ohlcv GROUP BY 1;
+SELECT count(*) FROM wide WHERE notes LIKE '%a%';
+SELECT count(*) FROM wide WHERE sales_rep ILIKE 'a%';
+SELECT upper(region), lower(status), length(country), substr(category, 1, 3), concat(region, '-', channel) FROM wide ORDER BY order_id LIMIT 5;
+SELECT abs(qty), round(price, 1), floor(price), ceil(price), sqrt(abs(qty)) FROM duck_trades WHERE id < 10 ORDER BY id;
+SELECT extract(year FROM order_date) AS y, extract(month FROM order_date) AS m, count(*) FROM wide GROUP BY 1, 2;
+SELECT order_id, order_date + INTERVAL '7 days' AS due FROM wide ORDER BY order_id LIMIT 5;
+SELECT sum(quantity) / count(*), 7 / 2, count(*) / 3 FROM wide;
+SELECT order_id, quantity / 4 AS q FROM wide ORDER BY order_id LIMIT 5;
+SELECT coalesce(side, 'none') AS s, count(*) FROM pa_trades GROUP BY 1;
+SELECT 0.06 + 0.01 = 0.07 AS exact;

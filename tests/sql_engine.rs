@@ -1,0 +1,212 @@
+//! The DataFusion engine over the daemon, as `ringscan query` runs it: what each scan
+//! pushes to the daemon, answers from footer statistics, scans that outgrow their ring
+//! (a join's build side, a sort), spilling under a memory limit, and the messages of
+//! bad input. Answers of full SQL against DuckDB's are in `differential.rs`.
+
+mod common;
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+use serde_json::Value;
+
+use common::cli::{ringscan, DaemonGuard};
+
+/// Table `name` of `rows` rows: `k` 0.., `g` = k % 10, `x` = k / 2, `s` a 40-byte string.
+fn write_table(data: &Path, name: &str, rows: i64, row_group_rows: usize) {
+    let dir = data.join(name);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("g", DataType::Int64, false),
+        Field::new("x", DataType::Float64, false),
+        Field::new("s", DataType::Utf8, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new((0..rows).collect::<Int64Array>()),
+            Arc::new((0..rows).map(|k| k % 10).collect::<Int64Array>()),
+            Arc::new((0..rows).map(|k| k as f64 / 2.0).collect::<Float64Array>()),
+            Arc::new(
+                (0..rows)
+                    .map(|k| Some(format!("{k:040}")))
+                    .collect::<StringArray>(),
+            ),
+        ],
+    )
+    .expect("batch");
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(row_group_rows))
+        .build();
+    let file = File::create(dir.join("part-0.parquet")).expect("create");
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+fn query(data: &Path, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["query", "--engine", "datafusion"];
+    all.extend_from_slice(args);
+    let out = ringscan(&all, data);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn csv_ok(data: &Path, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["--format", "csv", "--no-cache"];
+    all.extend_from_slice(args);
+    let (ok, stdout, stderr) = query(data, &all);
+    assert!(ok, "{args:?} failed: {stderr}");
+    stdout.lines().skip(1).map(str::to_owned).collect()
+}
+
+fn stats_json(data: &Path, dir: &Path, sql: &str) -> Value {
+    let path = dir.join("stats.json");
+    let (ok, _, stderr) = query(
+        data,
+        &[
+            "--no-cache",
+            "--format",
+            "csv",
+            "--stats-json",
+            path.to_str().expect("utf-8"),
+            sql,
+        ],
+    );
+    assert!(ok, "{sql}: {stderr}");
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("stats")).expect("json")
+}
+
+#[test]
+fn explain_shows_what_each_scan_pushes_to_the_daemon() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_table(&data, "t", 5000, 1000);
+    write_table(&data, "u", 300, 100);
+    let _guard = DaemonGuard(&data);
+    let (ok, plan, stderr) = query(
+        &data,
+        &[
+            "--explain",
+            "SELECT t.k, u.x FROM t JOIN u ON t.k = u.k WHERE t.x >= 100 AND upper(u.s) <> 'A' LIMIT 5",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    // Both sides are daemon scans; the comparison went to t's scan exactly (no filter
+    // above it); upper() stays in DataFusion.
+    assert_eq!(plan.matches("DaemonScanExec").count(), 2, "{plan}");
+    assert!(plan.contains("pushed predicate=(x >= 100.0)"), "{plan}");
+    assert!(plan.contains("upper("), "{plan}");
+    assert!(
+        !plan.contains("projection=[k, g, x, s]"),
+        "projection pushed: {plan}"
+    );
+
+    // EXPLAIN ANALYZE reports what the daemon pruned: k >= 4800 leaves row group 4 of 5.
+    let (ok, analyzed, stderr) = query(
+        &data,
+        &["EXPLAIN ANALYZE SELECT count(*) FROM t WHERE k >= 4800"],
+    );
+    assert!(ok, "{stderr}");
+    assert!(analyzed.contains("row_groups_pruned=4"), "{analyzed}");
+    assert!(analyzed.contains("row_groups=5"), "{analyzed}");
+}
+
+#[test]
+fn count_min_max_come_from_footer_statistics_without_a_scan() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_table(&data, "t", 5000, 1000);
+    let _guard = DaemonGuard(&data);
+    let stats = stats_json(&data, dir.path(), "SELECT count(*), min(k), max(k) FROM t");
+    assert_eq!(stats["scan"]["bytes_read"], 0, "{stats}");
+    assert_eq!(stats["scan"]["rows_decoded"], 0, "{stats}");
+    assert_eq!(
+        csv_ok(&data, &["SELECT count(*), min(k), max(k) FROM t"]),
+        ["5000,0,4999"]
+    );
+    // With a filter the footers cannot answer: the same shape scans.
+    let stats = stats_json(&data, dir.path(), "SELECT count(*) FROM t WHERE g = 3");
+    assert_eq!(stats["scan"]["rows_emitted"], 500, "{stats}");
+    assert_eq!(
+        csv_ok(&data, &["SELECT count(*) FROM t WHERE g = 3"]),
+        ["500"]
+    );
+}
+
+/// A hash join keeps its whole build side, and a sort its whole input: with a 1 MiB
+/// ring both outgrow the ring, so batches must leave it (copied out) for the daemon to
+/// go on. The answers must equal those of a ring that holds everything.
+#[test]
+fn joins_and_sorts_larger_than_the_ring_finish_with_the_same_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_table(&data, "big", 60_000, 8192);
+    let _guard = DaemonGuard(&data);
+    let join = "SELECT count(*), sum(a.x + b.x) FROM big a JOIN big b ON a.k = b.k + 1";
+    let sort = "SELECT k, s FROM big ORDER BY s DESC LIMIT 3 OFFSET 1000";
+    for sql in [join, sort] {
+        let small = csv_ok(&data, &["--ring-mib", "1", sql]);
+        let large = csv_ok(&data, &["--ring-mib", "256", sql]);
+        assert_eq!(small, large, "{sql}");
+    }
+    assert_eq!(
+        csv_ok(&data, &["--ring-mib", "1", join]),
+        [format!(
+            "59999,{}",
+            (1..60_000).map(|k| k as f64 - 0.5).sum::<f64>()
+        )]
+    );
+}
+
+#[test]
+fn a_sort_over_the_memory_limit_spills_and_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_table(&data, "big", 200_000, 16_384);
+    let _guard = DaemonGuard(&data);
+    let sql = "SELECT k, s FROM big ORDER BY s DESC, k";
+    let rows = csv_ok(&data, &["--memory-limit-mib", "16", sql]);
+    assert_eq!(rows.len(), 200_000);
+    assert_eq!(rows[0], format!("199999,{:040}", 199_999));
+    assert_eq!(rows[199_999], format!("0,{:040}", 0));
+}
+
+#[test]
+fn bad_input_gets_one_clear_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_table(&data, "trades", 100, 100);
+    std::fs::create_dir_all(data.join("broken")).expect("mkdir");
+    std::fs::write(
+        data.join("broken/part-0.parquet"),
+        b"PAR1 not really parquet PAR1",
+    )
+    .expect("write");
+    let _guard = DaemonGuard(&data);
+    let cases: [(&str, &[&str]); 4] = [
+        ("SELECT * FROM trade", &["trade", "trades"]),
+        ("SELECT kk FROM trades", &["kk"]),
+        ("SELECT count(*) FROM broken", &["broken/part-0.parquet"]),
+        ("SELEC 1", &["SELEC"]),
+    ];
+    for (sql, words) in cases {
+        let (ok, _, stderr) = query(&data, &[sql]);
+        assert!(!ok, "{sql} succeeded");
+        for w in words {
+            assert!(stderr.contains(w), "{sql}: {w:?} not in {stderr}");
+        }
+        assert!(!stderr.contains("panicked"), "{sql}: {stderr}");
+    }
+    // The daemon serves on after the corrupt file.
+    assert_eq!(csv_ok(&data, &["SELECT count(*) FROM trades"]), ["100"]);
+}
