@@ -216,9 +216,7 @@ pub(crate) fn range_from_column_index(
 ) -> ColumnRange {
     let mut range = ColumnRange::unknown(leaf.kind);
     range.row_count = Some(row_count);
-    range.null_count = index
-        .null_count(page)
-        .and_then(|c| u64::try_from(c).ok());
+    range.null_count = index.null_count(page).and_then(|c| u64::try_from(c).ok());
     if index.is_null_page(page) {
         // Only nulls: min/max are meaningless, and the null count may be missing.
         range.null_count = Some(row_count);
