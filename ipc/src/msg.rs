@@ -530,6 +530,22 @@ impl ScanSummary {
     /// (a top-k's first pass over its sort key): bytes, pages, rows and times are
     /// summed; what the source is (files and row groups considered, and what pruning
     /// made of them) stays this scan's.
+    /// Adds another scan's whole summary to this one: planning counts (files, row
+    /// groups, what pruned them) and work alike. For totals over separate scans.
+    pub fn absorb(&mut self, other: &ScanSummary) {
+        self.files_considered += other.files_considered;
+        self.files_pruned += other.files_pruned;
+        self.files_pruned_by_partition += other.files_pruned_by_partition;
+        self.row_groups_considered += other.row_groups_considered;
+        self.row_groups_pruned += other.row_groups_pruned;
+        self.row_groups_pruned_by_stats += other.row_groups_pruned_by_stats;
+        self.row_groups_pruned_by_bloom += other.row_groups_pruned_by_bloom;
+        self.row_groups_pruned_by_page_index += other.row_groups_pruned_by_page_index;
+        self.row_groups_pruned_by_dynamic_filter += other.row_groups_pruned_by_dynamic_filter;
+        self.row_groups_skipped_by_offset += other.row_groups_skipped_by_offset;
+        self.absorb_work(other);
+    }
+
     pub fn absorb_work(&mut self, earlier: &ScanSummary) {
         self.pages_considered += earlier.pages_considered;
         self.pages_skipped += earlier.pages_skipped;

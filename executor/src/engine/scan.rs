@@ -202,7 +202,7 @@ impl ExecutionPlan for DaemonScanExec {
         }
         let mut total = ScanSummary::default();
         for s in &summaries {
-            total.absorb_work(s);
+            total.absorb(s);
         }
         Some(summary_metrics(&total))
     }
