@@ -526,10 +526,6 @@ impl ScanSummary {
         check_version(self.version)
     }
 
-    /// Adds the work of `earlier`, a scan that ran before this one for the same query
-    /// (a top-k's first pass over its sort key): bytes, pages, rows and times are
-    /// summed; what the source is (files and row groups considered, and what pruning
-    /// made of them) stays this scan's.
     /// Adds another scan's whole summary to this one: planning counts (files, row
     /// groups, what pruned them) and work alike. For totals over separate scans.
     pub fn absorb(&mut self, other: &ScanSummary) {
@@ -546,6 +542,10 @@ impl ScanSummary {
         self.absorb_work(other);
     }
 
+    /// Adds the work of `earlier`, a scan that ran before this one for the same query
+    /// (a top-k's first pass over its sort key): bytes, pages, rows and times are
+    /// summed; what the source is (files and row groups considered, and what pruning
+    /// made of them) stays this scan's.
     pub fn absorb_work(&mut self, earlier: &ScanSummary) {
         self.pages_considered += earlier.pages_considered;
         self.pages_skipped += earlier.pages_skipped;
