@@ -78,31 +78,62 @@ fn data_dir(python: &Path) -> &'static Path {
     .path()
 }
 
-#[test]
-fn corpus_matches_duckdb() {
-    let Some(python) = python_or_skip("corpus_matches_duckdb") else {
+/// Runs `corpus` through `ringscan query` (with `engine`, when given) and DuckDB;
+/// asserts that every query agrees and that the corpus holds at least `min_queries`.
+fn corpus_agrees(test: &str, corpus: &str, engine: Option<&str>, min_queries: u64) {
+    let Some(python) = python_or_skip(test) else {
         return;
     };
     let data = data_dir(python);
     let _daemon = DaemonGuard(data.to_path_buf());
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python)
-        .arg(root.join("tests/differential/check.py"))
+    let mut cmd = Command::new(python);
+    cmd.arg(root.join("tests/differential/check.py"))
         .arg(env!("CARGO_BIN_EXE_ringscan"))
         .arg(data)
-        .arg(root.join("tests/differential/corpus.sql"))
-        .output()
-        .unwrap();
+        .arg(root.join("tests/differential").join(corpus));
+    if let Some(engine) = engine {
+        cmd.arg(engine);
+    }
+    let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "differential corpus mismatches:\n{stdout}\n{}",
+        "{corpus} mismatches:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let summary: serde_json::Value =
         serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap();
-    assert!(summary["queries"].as_u64().unwrap() >= 60, "{summary}");
+    assert!(
+        summary["queries"].as_u64().unwrap() >= min_queries,
+        "{summary}"
+    );
     assert_eq!(summary["failures"], 0, "{stdout}");
+}
+
+#[test]
+fn corpus_matches_duckdb() {
+    corpus_agrees("corpus_matches_duckdb", "corpus.sql", None, 60);
+}
+
+#[test]
+fn corpus_matches_duckdb_through_datafusion() {
+    corpus_agrees(
+        "corpus_matches_duckdb_through_datafusion",
+        "corpus.sql",
+        Some("datafusion"),
+        60,
+    );
+}
+
+#[test]
+fn full_sql_corpus_matches_duckdb() {
+    corpus_agrees(
+        "full_sql_corpus_matches_duckdb",
+        "corpus_full_sql.sql",
+        Some("datafusion"),
+        40,
+    );
 }
 
 /// `ringscan query` on `data` must fail with exit 1 and a message containing `needle`.

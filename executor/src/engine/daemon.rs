@@ -101,6 +101,9 @@ impl Daemon {
                 source_label(source)
             ),
         })?;
+        // The files' key-value metadata (the generator's seed, row totals...) is not the
+        // table's: two tables' would clash where a plan unions or joins them.
+        let schema = schema.with_metadata(Default::default());
         let entry = Arc::new(TableEntry {
             source: source.clone(),
             schema: Arc::new(schema),

@@ -31,6 +31,8 @@ use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
+use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use ringscan_ipc::client::{ensure_daemon, ClientError};
@@ -231,7 +233,10 @@ impl SqlSession {
             // Decimal literals stay exact (DuckDB reads `0.06` as DECIMAL, so
             // `0.06 + 0.01 = 0.07` holds).
             .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
-            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false);
+            .set_bool("datafusion.sql_parser.map_string_types_to_utf8view", false)
+            // DuckDB puts NULLs last in either direction (PostgreSQL: first when
+            // descending).
+            .set_str("datafusion.sql_parser.default_null_ordering", "nulls_last");
         config.options_mut().execution.time_zone = Some("UTC".into());
         let runtime_env = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(FairSpillPool::new(options.memory_limit_bytes)))
@@ -240,9 +245,15 @@ impl SqlSession {
             .with_config(config)
             .with_runtime_env(runtime_env)
             .with_default_features()
+            // DuckDB's semantics before type coercion, so that what they rewrite is
+            // coerced like the rest.
+            .with_analyzer_rules(vec![
+                Arc::new(ResolveGroupingFunction::new()),
+                Arc::new(rules::DuckDbSemantics::default()),
+                Arc::new(TypeCoercion::new()),
+            ])
             .build();
         let ctx = SessionContext::new_with_state(state);
-        ctx.add_analyzer_rule(Arc::new(rules::IntegerDivision));
         let schema = Arc::new(DataDirSchema::new(
             Arc::clone(&daemon),
             Arc::clone(&settings),

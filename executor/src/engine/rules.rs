@@ -1,25 +1,52 @@
-//! Analyzer rules that keep DuckDB's answers where DataFusion's differ.
+//! An analyzer rule that keeps DuckDB's answers where DataFusion's differ.
 //!
-//! - [`IntegerDivision`]: `/` of two integers is a double in DuckDB (`7 / 2` is 3.5);
-//!   DataFusion truncates. The rule casts both operands to `Float64` after type
-//!   coercion, keeping each rewritten expression's name (so `sum(a) / count(*)` is still
-//!   called that in the output and in the plan nodes above).
+//! [`DuckDbSemantics`] runs before DataFusion's type coercion (so whatever it rewrites is
+//! coerced like any other expression) and keeps each rewritten expression's name (so
+//! `sum(a) / count(*)` is still called that in the output and in the nodes above):
+//!
+//! - `/` of two exact numbers (integers or decimals) is a `DOUBLE` in DuckDB (`7 / 2` is
+//!   3.5, `l_extendedprice / 2` is a double); DataFusion truncates integers and keeps
+//!   decimals. Both operands are cast to `Float64`.
+//! - `avg` of a decimal is a `DOUBLE` in DuckDB; DataFusion keeps a decimal at a scale of
+//!   its own. The argument is cast to `Float64`.
+//! - `CAST(x AS <integer>)` rounds in DuckDB (floats half to even, decimals half away
+//!   from zero); Arrow's cast truncates. The operand is rounded first by
+//!   [`RoundForCast`].
 
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Decimal128Type, Float32Type, Float64Type};
+use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, Result};
+use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
+use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::{BinaryExpr, Cast, Expr, ExprSchemable, LogicalPlan, Operator};
+use datafusion::logical_expr::{
+    BinaryExpr, Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TryCast, Volatility,
+};
 use datafusion::optimizer::AnalyzerRule;
 
-/// `int / int` → `CAST(int AS DOUBLE) / CAST(int AS DOUBLE)`, as DuckDB computes it.
-#[derive(Debug, Default)]
-pub(crate) struct IntegerDivision;
+/// DuckDB's division, `avg` and integer casts (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct DuckDbSemantics {
+    round: Arc<ScalarUDF>,
+}
 
-impl AnalyzerRule for IntegerDivision {
+impl Default for DuckDbSemantics {
+    fn default() -> Self {
+        Self {
+            round: Arc::new(ScalarUDF::new_from_impl(RoundForCast::default())),
+        }
+    }
+}
+
+impl AnalyzerRule for DuckDbSemantics {
     fn name(&self) -> &str {
-        "ringscan_integer_division"
+        "ringscan_duckdb_semantics"
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
@@ -29,38 +56,214 @@ impl AnalyzerRule for IntegerDivision {
                 schema.merge(input.schema());
             }
             let names = NamePreserver::new(&node);
-            node.map_expressions(|expr| {
+            let rewritten = node.map_expressions(|expr| {
                 let name = names.save(&expr);
-                expr.transform_up(|e| divide_as_double(e, &schema))
+                expr.transform_up(|e| self.rewrite(e, &schema))
                     .map(|t| t.update_data(|e| name.restore(e)))
-            })?
-            .map_data(|node| node.recompute_schema())
+            })?;
+            if rewritten.transformed {
+                rewritten.map_data(|node| node.recompute_schema())
+            } else {
+                Ok(rewritten)
+            }
         })
         .map(|t| t.data)
     }
 }
 
-fn divide_as_double(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    let Expr::BinaryExpr(BinaryExpr {
-        left,
-        op: Operator::Divide,
-        right,
-    }) = e
-    else {
-        return Ok(Transformed::no(e));
-    };
-    let integer = |side: &Expr| side.get_type(schema).is_ok_and(|t| t.is_integer());
-    if !(integer(&left) && integer(&right)) {
-        return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: Operator::Divide,
-            right,
-        })));
+impl DuckDbSemantics {
+    fn rewrite(&self, e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+        let type_of = |x: &Expr| x.get_type(schema).ok();
+        match e {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Divide,
+                right,
+            }) if exact_number(type_of(&left)) && exact_number(type_of(&right)) => {
+                Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+                    left: Box::new(as_double(*left)),
+                    op: Operator::Divide,
+                    right: Box::new(as_double(*right)),
+                })))
+            }
+            Expr::AggregateFunction(mut agg)
+                if agg.func.name() == "avg"
+                    && agg.params.args.len() == 1
+                    && is_decimal(type_of(&agg.params.args[0])) =>
+            {
+                let arg = agg.params.args.remove(0);
+                agg.params.args.push(as_double(arg));
+                Ok(Transformed::yes(Expr::AggregateFunction(
+                    AggregateFunction {
+                        func: agg.func,
+                        params: agg.params,
+                    },
+                )))
+            }
+            Expr::Cast(Cast { expr, field })
+                if field.data_type().is_integer() && rounds(type_of(&expr)) =>
+            {
+                Ok(Transformed::yes(Expr::Cast(Cast {
+                    expr: Box::new(self.rounded(*expr)),
+                    field,
+                })))
+            }
+            Expr::TryCast(TryCast { expr, field })
+                if field.data_type().is_integer() && rounds(type_of(&expr)) =>
+            {
+                Ok(Transformed::yes(Expr::TryCast(TryCast {
+                    expr: Box::new(self.rounded(*expr)),
+                    field,
+                })))
+            }
+            other => Ok(Transformed::no(other)),
+        }
     }
-    let double = |side: Box<Expr>| Box::new(Expr::Cast(Cast::new(side, DataType::Float64)));
-    Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
-        left: double(left),
-        op: Operator::Divide,
-        right: double(right),
-    })))
+
+    fn rounded(&self, e: Expr) -> Expr {
+        Expr::ScalarFunction(ScalarFunction::new_udf(Arc::clone(&self.round), vec![e]))
+    }
+}
+
+fn exact_number(t: Option<DataType>) -> bool {
+    t.is_some_and(|t| t.is_integer() || is_decimal(Some(t)))
+}
+
+fn is_decimal(t: Option<DataType>) -> bool {
+    matches!(
+        t,
+        Some(DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..))
+    )
+}
+
+fn rounds(t: Option<DataType>) -> bool {
+    matches!(
+        t,
+        Some(DataType::Float32 | DataType::Float64 | DataType::Decimal128(..))
+    )
+}
+
+fn as_double(e: Expr) -> Expr {
+    Expr::Cast(Cast::new(Box::new(e), DataType::Float64))
+}
+
+/// Rounds a number to an integral value of its own type, as DuckDB does before casting
+/// to an integer: floats half to even, decimals half away from zero.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RoundForCast {
+    signature: Signature,
+}
+
+impl Default for RoundForCast {
+    fn default() -> Self {
+        Self {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for RoundForCast {
+    fn name(&self) -> &str {
+        "ringscan_round_for_cast"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types {
+            [t] => Ok(t.clone()),
+            _ => exec_err!("ringscan_round_for_cast takes one argument"),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [arg] = args.args.as_slice() else {
+            return exec_err!("ringscan_round_for_cast takes one argument");
+        };
+        match arg {
+            ColumnarValue::Array(a) => Ok(ColumnarValue::Array(round_array(a)?)),
+            ColumnarValue::Scalar(s) => {
+                let rounded = round_array(&s.to_array()?)?;
+                Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
+                    &rounded, 0,
+                )?))
+            }
+        }
+    }
+}
+
+fn round_array(a: &ArrayRef) -> Result<ArrayRef> {
+    Ok(match a.data_type() {
+        DataType::Float64 => Arc::new(
+            a.as_primitive::<Float64Type>()
+                .unary::<_, Float64Type>(f64::round_ties_even),
+        ),
+        DataType::Float32 => Arc::new(
+            a.as_primitive::<Float32Type>()
+                .unary::<_, Float32Type>(f32::round_ties_even),
+        ),
+        DataType::Decimal128(precision, scale) => {
+            let unit = 10i128.checked_pow(u32::try_from(*scale).unwrap_or(0));
+            let Some(unit) = unit.filter(|_| *scale > 0) else {
+                return Ok(Arc::clone(a));
+            };
+            let rounded = a
+                .as_primitive::<Decimal128Type>()
+                .unary::<_, Decimal128Type>(|v| round_half_away(v, unit));
+            Arc::new(rounded.with_precision_and_scale(*precision, *scale)?)
+        }
+        _ => Arc::clone(a),
+    })
+}
+
+/// `v` (a decimal's unscaled value) rounded half away from zero to a multiple of `unit`.
+fn round_half_away(v: i128, unit: i128) -> i128 {
+    let whole = v / unit;
+    let rest = v % unit;
+    let carry = if rest.unsigned_abs() * 2 >= unit.unsigned_abs() {
+        rest.signum()
+    } else {
+        0
+    };
+    whole.saturating_add(carry).saturating_mul(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Decimal128Array, Float64Array};
+
+    #[test]
+    fn floats_round_half_to_even() {
+        let a: ArrayRef = Arc::new(Float64Array::from(vec![
+            Some(2.5),
+            Some(3.5),
+            Some(-2.5),
+            Some(0.49),
+            None,
+        ]));
+        let r = round_array(&a).unwrap();
+        let r = r.as_primitive::<Float64Type>();
+        assert_eq!(r.value(0), 2.0);
+        assert_eq!(r.value(1), 4.0);
+        assert_eq!(r.value(2), -2.0);
+        assert_eq!(r.value(3), 0.0);
+        assert!(r.is_null(4));
+    }
+
+    #[test]
+    fn decimals_round_half_away_from_zero() {
+        let a: ArrayRef = Arc::new(
+            Decimal128Array::from(vec![25, 35, -25, -24, 149, 0])
+                .with_precision_and_scale(5, 1)
+                .unwrap(),
+        );
+        let r = round_array(&a).unwrap();
+        let r = r.as_primitive::<Decimal128Type>();
+        let got: Vec<i128> = (0..r.len()).map(|i| r.value(i)).collect();
+        assert_eq!(got, vec![30, 40, -30, -20, 150, 0]);
+        assert_eq!(r.data_type(), &DataType::Decimal128(5, 1));
+    }
 }
