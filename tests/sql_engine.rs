@@ -111,6 +111,19 @@ fn explain_shows_what_each_scan_pushes_to_the_daemon() {
         "projection pushed: {plan}"
     );
 
+    // Batches stay views of the ring only where an aggregation folds them; a result
+    // (or a join's input) that is kept is copied out of the ring.
+    assert!(!plan.contains("zero-copy"), "{plan}");
+    let (ok, folded, stderr) = query(
+        &data,
+        &[
+            "--explain",
+            "SELECT g, sum(x), count(*) FROM t WHERE x > 5 GROUP BY g",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    assert!(folded.contains("zero-copy"), "{folded}");
+
     // EXPLAIN ANALYZE reports what the daemon pruned: k >= 4800 leaves row group 4 of 5.
     let (ok, analyzed, stderr) = query(
         &data,

@@ -80,9 +80,7 @@ pub(crate) struct QueryArgs {
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     ring_mib: u32,
     /// The engine that plans and executes the query.
-    /// (DataFusion becomes the default once the differential corpus and the bench
-    /// suites pass on it.)
-    #[arg(long, value_enum, default_value = "native")]
+    #[arg(long, value_enum, default_value = "datafusion")]
     engine: Engine,
     /// Memory for joins, sorts and aggregations before they spill to disk, in MiB
     /// [default: half the machine's memory].

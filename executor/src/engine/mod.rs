@@ -30,7 +30,7 @@ use datafusion::common::DataFusionError;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
 use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
 use datafusion::physical_plan::{collect, ExecutionPlan};
@@ -57,26 +57,57 @@ pub enum EngineError {
     #[error(transparent)]
     Daemon(#[from] ClientError),
     /// Planning or execution failed (DataFusion's message, the daemon's for a scan).
+    /// The message is the whole story: no source chain repeats it.
     #[error("{}", clean_message(.0))]
-    Query(#[from] DataFusionError),
+    Query(DataFusionError),
     /// The engine's runtime could not be started.
     #[error("cannot start the query runtime: {0}")]
     Runtime(std::io::Error),
 }
 
+impl From<DataFusionError> for EngineError {
+    fn from(e: DataFusionError) -> Self {
+        Self::Query(e)
+    }
+}
+
+/// DataFusion's appeal to file a bug, which its internal errors carry: wrong here, where
+/// they mostly mean a query DataFusion cannot type.
+const BUG_APPEAL: &str = "This issue was likely caused by a bug in DataFusion's code. Please help us to resolve this by filing a bug report in our issue tracker: https://github.com/apache/datafusion/issues";
+
 /// DataFusion's message without its wrapping ("External error: ", "Error during
 /// planning: "...): the daemon's and the planner's words are the message.
 fn clean_message(e: &DataFusionError) -> String {
+    let message = wrapped_message(e);
+    // "No function matches the given name and argument types 'sum(Utf8)'" is the
+    // sentence a user needs out of a signature mismatch's page of candidates.
+    const NO_MATCH: &str = "No function matches the given name and argument types '";
+    if let Some(at) = message.find(NO_MATCH) {
+        let rest = &message[at + NO_MATCH.len()..];
+        if let Some(call) = rest.split('\'').next() {
+            return format!("no function {call} (the argument types do not fit; add a cast)");
+        }
+    }
+    message
+        .replace(BUG_APPEAL, "")
+        .replace("Internal error: ", "")
+        .trim()
+        .to_owned()
+}
+
+fn wrapped_message(e: &DataFusionError) -> String {
     match e {
         DataFusionError::External(inner) => inner.to_string(),
-        DataFusionError::Context(context, inner) => format!("{context}: {}", clean_message(inner)),
+        DataFusionError::Context(context, inner) => {
+            format!("{context}: {}", wrapped_message(inner))
+        }
         DataFusionError::Plan(m) | DataFusionError::Execution(m) => m.clone(),
         DataFusionError::SQL(e, _) => format!("SQL syntax: {e}"),
         DataFusionError::NotImplemented(m) => format!("unsupported: {m}"),
         DataFusionError::ResourcesExhausted(m) => format!("out of memory for this query: {m}"),
         DataFusionError::ArrowError(e, _) => e.to_string(),
-        DataFusionError::Shared(inner) => clean_message(inner),
-        DataFusionError::Diagnostic(_, inner) => clean_message(inner),
+        DataFusionError::Shared(inner) => wrapped_message(inner),
+        DataFusionError::Diagnostic(_, inner) => wrapped_message(inner),
         other => other.to_string(),
     }
 }
@@ -252,6 +283,7 @@ impl SqlSession {
                 Arc::new(rules::DuckDbSemantics::default()),
                 Arc::new(TypeCoercion::new()),
             ])
+            .with_physical_optimizer_rule(Arc::new(scan::RingSafety))
             .build();
         let ctx = SessionContext::new_with_state(state);
         let schema = Arc::new(DataDirSchema::new(
@@ -309,7 +341,15 @@ impl SqlSession {
         if invalidates {
             self.plans.clear();
         }
-        let df = self.runtime.block_on(self.ctx.sql(sql))?;
+        let state = self.ctx.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let statement = state.sql_to_statement(sql, &dialect)?;
+        refuse_table_ddl(&statement)?;
+        let logical = self.runtime.block_on(state.statement_to_plan(statement))?;
+        refuse_writes(&logical)?;
+        let df = self
+            .runtime
+            .block_on(self.ctx.execute_logical_plan(logical))?;
         let (state, plan) = df.into_parts();
         let explain = matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_));
         let plan = state.optimize(&plan)?;
@@ -425,6 +465,44 @@ impl SqlSession {
 }
 
 /// The daemon tables `plan` reads (subqueries included), as planned.
+/// Refuses statements that create tables before they are planned (planning one looks
+/// its name up, which a data directory answers with "no table").
+fn refuse_table_ddl(statement: &datafusion::sql::parser::Statement) -> Result<(), EngineError> {
+    use datafusion::sql::parser::Statement;
+    use datafusion::sql::sqlparser::ast;
+    let what = match statement {
+        Statement::CreateExternalTable(_) => "CREATE EXTERNAL TABLE",
+        Statement::Statement(s) => match s.as_ref() {
+            ast::Statement::CreateTable(_) => "CREATE TABLE",
+            _ => return Ok(()),
+        },
+        _ => return Ok(()),
+    };
+    Err(read_only(what))
+}
+
+fn read_only(what: &str) -> EngineError {
+    EngineError::Query(DataFusionError::NotImplemented(format!(
+        "{what}: tables are the data directory's Parquet files, read-only to SQL (CREATE VIEW and DROP VIEW work)"
+    )))
+}
+
+/// Refuses what would write: the tables are the data directory's Parquet files, which
+/// SQL reads; only views (per session) may be created and dropped.
+fn refuse_writes(plan: &LogicalPlan) -> Result<(), EngineError> {
+    let what = match plan {
+        LogicalPlan::Dml(dml) => dml.name().to_ascii_uppercase(),
+        LogicalPlan::Copy(_) => "COPY".into(),
+        LogicalPlan::Ddl(DdlStatement::CreateView(_) | DdlStatement::DropView(_)) => return Ok(()),
+        LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(_)) => "CREATE TABLE".into(),
+        LogicalPlan::Ddl(DdlStatement::CreateExternalTable(_)) => "CREATE EXTERNAL TABLE".into(),
+        LogicalPlan::Ddl(DdlStatement::DropTable(_)) => "DROP TABLE".into(),
+        LogicalPlan::Ddl(other) => other.name().to_owned(),
+        _ => return Ok(()),
+    };
+    Err(read_only(&what))
+}
+
 fn tables_of(plan: &LogicalPlan) -> Vec<Arc<daemon::TableEntry>> {
     use datafusion::common::tree_node::TreeNodeRecursion;
     use datafusion::datasource::source_as_provider;

@@ -18,12 +18,21 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::execution_plan::{
+    replace_children_if_necessary, Boundedness, EmissionType,
+};
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::metrics::{Count, Metric, MetricValue, MetricsSet};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -52,6 +61,9 @@ pub(crate) struct DaemonScanExec {
     /// Filters DataFusion pushed that the daemon applies only in part (it filters
     /// again above the scan).
     inexact_filters: usize,
+    /// Batches go up the plan as views of the ring (else as heap copies). Only safe
+    /// where nothing above keeps them: [`RingSafety`] sets it.
+    zero_copy: bool,
     summaries: Arc<Mutex<Vec<ScanSummary>>>,
 }
 
@@ -87,6 +99,22 @@ impl DaemonScanExec {
             properties: Arc::new(properties),
             statistics: Arc::new(statistics),
             inexact_filters,
+            zero_copy: false,
+            summaries: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// This scan with batches handed up as views of the ring (`true`) or copied out.
+    fn with_zero_copy(&self, zero_copy: bool) -> Self {
+        Self {
+            daemon: Arc::clone(&self.daemon),
+            request: self.request.clone(),
+            label: self.label.clone(),
+            schema: Arc::clone(&self.schema),
+            properties: Arc::clone(&self.properties),
+            statistics: Arc::clone(&self.statistics),
+            inexact_filters: self.inexact_filters,
+            zero_copy,
             summaries: Arc::new(Mutex::new(Vec::new())),
         }
     }
@@ -115,6 +143,9 @@ impl DaemonScanExec {
         }
         if self.request.offset > 0 {
             write!(f, ", pushed offset={}", self.request.offset)?;
+        }
+        if self.zero_copy {
+            write!(f, ", zero-copy")?;
         }
         Ok(())
     }
@@ -225,7 +256,8 @@ impl ExecutionPlan for DaemonScanExec {
         let schema = Arc::clone(&self.schema);
         let summaries = Arc::clone(&self.summaries);
         let reader_schema = Arc::clone(&schema);
-        let read = move || read_ring(stream, &reader_schema, &tx, &summaries);
+        let zero_copy = self.zero_copy;
+        let read = move || read_ring(stream, &reader_schema, zero_copy, &tx, &summaries);
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => drop(handle.spawn_blocking(read)),
             Err(_) => {
@@ -275,6 +307,7 @@ fn summary_metrics(s: &ScanSummary) -> MetricsSet {
 fn read_ring(
     mut stream: ScanStream,
     schema: &SchemaRef,
+    zero_copy: bool,
     tx: &mpsc::Sender<Result<RecordBatch>>,
     summaries: &Mutex<Vec<ScanSummary>>,
 ) {
@@ -288,9 +321,10 @@ fn read_ring(
                 return;
             }
         };
-        let batch = if stream.ring_under_pressure() {
-            // Whatever is downstream keeps batches: this one leaves the ring so that
-            // the daemon always has room for the next.
+        let batch = if !zero_copy || stream.ring_under_pressure() {
+            // Whatever is downstream may keep batches: this one leaves the ring so that
+            // the daemon always has room for the next (a batch kept in the ring stops
+            // its writer from ever wrapping past it).
             crate::exec::owned_copy(batch.schema(), std::slice::from_ref(&batch))
                 .map_err(|e| DataFusionError::External(Box::new(e)))
         } else {
@@ -321,4 +355,82 @@ fn read_ring(
             let _ = tx.blocking_send(Err(external(e)));
         }
     }
+}
+
+/// Decides, per daemon scan, whether its batches may go up the plan as views of the
+/// ring. A view that something keeps (a result being collected, a sort's or a join's
+/// build input, a window's partition) pins its part of the ring for good, and the
+/// daemon, which writes the ring in order, would wait for it forever. So scans copy
+/// their batches out, except where every path up reaches an aggregation that folds
+/// rows into state of its own (count, sum, min, max, avg...) through operators that
+/// only pass batches on or filter them.
+#[derive(Debug, Default)]
+pub(crate) struct RingSafety;
+
+/// Aggregates whose state owns its values (never a slice of an input batch).
+const FOLDING_AGGREGATES: &[&str] = &[
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "mean",
+    "bool_and",
+    "bool_or",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "var",
+    "var_pop",
+    "var_samp",
+    "approx_distinct",
+];
+
+impl PhysicalOptimizerRule for RingSafety {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        mark_zero_copy(plan, false)
+    }
+
+    fn name(&self) -> &str {
+        "ringscan_ring_safety"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `plan` with its scans marked; `folded` says that the batches `plan` emits are folded
+/// by an aggregation above (through pass-through operators only).
+fn mark_zero_copy(plan: Arc<dyn ExecutionPlan>, folded: bool) -> Result<Arc<dyn ExecutionPlan>> {
+    if let Some(scan) = plan.downcast_ref::<DaemonScanExec>() {
+        if scan.zero_copy == folded {
+            return Ok(plan);
+        }
+        return Ok(Arc::new(scan.with_zero_copy(folded)));
+    }
+    let children_folded = if let Some(agg) = plan.downcast_ref::<AggregateExec>() {
+        agg.aggr_expr()
+            .iter()
+            .all(|e| FOLDING_AGGREGATES.contains(&e.fun().name()))
+    } else {
+        folded
+            && (plan.is::<ProjectionExec>()
+                || plan.is::<FilterExec>()
+                || plan.is::<RepartitionExec>()
+                || plan.is::<CoalescePartitionsExec>())
+    };
+    let children = plan.children();
+    if children.is_empty() {
+        return Ok(plan);
+    }
+    let marked = children
+        .into_iter()
+        .map(|c| mark_zero_copy(Arc::clone(c), children_folded))
+        .collect::<Result<Vec<_>>>()?;
+    replace_children_if_necessary(plan, marked)
 }
