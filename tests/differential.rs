@@ -214,3 +214,30 @@ fn refusals_name_the_construct() {
         "\"ohlcv.close\" must appear in the GROUP BY clause",
     );
 }
+
+/// TPC-H at scale factor 0.1: the 22 queries through `ringscan query` against DuckDB on
+/// the same tpchgen-cli files (benches/tpch/run.py's answer check).
+#[test]
+fn tpch_sf01_matches_duckdb() {
+    let Some(python) = python_or_skip("tpch_sf01_matches_duckdb") else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tpch-sf0.1");
+    let _daemon = DaemonGuard(data.clone());
+    let out = Command::new(python)
+        .arg(root.join("benches/tpch/run.py"))
+        .args(["--sf", "0.1", "--check-only", "--ringscan"])
+        .arg(env!("CARGO_BIN_EXE_ringscan"))
+        .arg("--data")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "TPC-H SF 0.1:\n{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("tpch: 22 equal, 0 differ, 0 failed"),
+        "{stdout}\n{stderr}"
+    );
+}

@@ -14,10 +14,7 @@ ringscan answers with `query --format json --no-cache` and is timed with one
 `query --no-cache --repeat R --warmup W --stats-json F` (in-engine latency, median of its
 samples). Answers are compared with tests/differential/check.py's functions (row and
 column counts, values by position, in order when the query has an ORDER BY, floats and
-decimals numerically within a relative 1e-9). A value that differs by at most one unit in
-the last decimal place that ringscan printed (a decimal result with a smaller scale than
-DuckDB's double, e.g. AVG of DECIMAL(15,2) as DECIMAL(19,6)) passes as "equal to
-ringscan's scale" unless --strict.
+decimals numerically within a relative 1e-9).
 
 Writes PREFIX.json and PREFIX.md (a table for benches/RESULTS.md); --check-only compares
 answers only (one run each, no timing) and writes them only when --out is given. Exits 1
@@ -263,60 +260,10 @@ def plain(v):
     return float(v) if isinstance(v, decimal.Decimal) else v
 
 
-def places(v):
-    """Digits after the decimal point of a ringscan number that was printed with some."""
-    if isinstance(v, decimal.Decimal) and v.is_finite():
-        exp = v.as_tuple().exponent
-        if exp < 0:
-            return -exp
-    return None
-
-
-def is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def compare_to_scale(sql, duck_rows, ring_rows):
-    """check.compare's walk, but a number also matches within one unit of the last decimal
-    place ringscan printed. (problem or None, [(row, column, places)] matched that way)."""
-    if len(duck_rows) != len(ring_rows):
-        return f"row count: duckdb {len(duck_rows)}, ringscan {len(ring_rows)}", []
-    ordered = re.search(r"\border\s+by\b", sql, re.IGNORECASE) is not None
-    d_rows, r_rows = [], []
-    for d_row, r_row in zip(duck_rows, ring_rows):
-        if len(d_row) != len(r_row):
-            return f"column count: duckdb {len(d_row)}, ringscan {len(r_row)}", []
-        pairs = [check.canon(d, plain(r)) for d, r in zip(d_row, r_row)]
-        d_rows.append([p[0] for p in pairs])
-        r_rows.append([(p[1], places(r)) for p, r in zip(pairs, r_row)])
-    if not ordered:
-        d_rows.sort(key=check.sort_key)
-        r_rows.sort(key=lambda row: check.sort_key([v for v, _ in row]))
-    scaled = []
-    for i, (d_row, r_row) in enumerate(zip(d_rows, r_rows)):
-        for j, (d, (r, s)) in enumerate(zip(d_row, r_row)):
-            if check.values_equal(d, r):
-                continue
-            if s is not None and is_number(d) and is_number(r) and abs(d - r) <= 10.0 ** -s * (1 + 1e-9):
-                scaled.append((i, j, s))
-                continue
-            return f"row {i} column {j}: duckdb {d!r}, ringscan {r!r}", scaled
-    return None, scaled
-
-
-def judge(sql, duck_rows, ring_rows, strict):
-    """(verdict, detail): verdict is 'equal', 'equal to ringscan's scale' or 'differs'."""
+def judge(sql, duck_rows, ring_rows):
+    """(verdict, detail): verdict is 'equal' or 'differs' (check.compare's rules)."""
     problem = check.compare(sql, duck_rows, [[plain(v) for v in row] for row in ring_rows])
-    if problem is None:
-        return "equal", None
-    if strict:
-        return "differs", problem
-    lenient, scaled = compare_to_scale(sql, duck_rows, ring_rows)
-    if lenient is not None:
-        return "differs", lenient
-    cols = sorted({(j, s) for _, j, s in scaled})
-    where = ", ".join(f"column {j} ({s} places)" for j, s in cols)
-    return "equal to ringscan's scale", f"{len(scaled)} values agree only to ringscan's decimals: {where}; first: {problem}"
+    return ("equal", None) if problem is None else ("differs", problem)
 
 
 # ---------------------------------------------------------------------------- report
@@ -461,8 +408,6 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="DuckDB's SET threads [2]")
     p.add_argument("--check-only", action="store_true", help="compare answers only: one run each, no timing")
     p.add_argument("--duckdb-only", action="store_true", help="run DuckDB alone (no ringscan, nothing compared)")
-    p.add_argument("--strict", action="store_true",
-                   help="no 'equal to ringscan's scale': every value within the relative 1e-9")
     p.add_argument("--parts", type=int, default=1, help="Parquet files per table (tpchgen-cli --parts) [1]")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per ringscan query run [1800]")
     p.add_argument("--out", help="output prefix [benches/results/tpch-sf<SF>; none with --check-only]")
@@ -514,7 +459,6 @@ def main():
         "repeat": None if args.check_only else args.repeat,
         "warmup": None if args.check_only else args.warmup,
         "check_only": args.check_only,
-        "strict": args.strict,
         "queries": results,
         "timed_in_both": len(ratios),
         "geomean_ratio": math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None,
@@ -566,7 +510,7 @@ def run_query(args, con, n):
         else:
             q["ringscan"]["rows"] = len(ring_rows)
             if duck_rows is not None:
-                q["answer"], q["detail"] = judge(sql, duck_rows, ring_rows, args.strict)
+                q["answer"], q["detail"] = judge(sql, duck_rows, ring_rows)
             if not args.check_only:
                 samples, stats, terr = ring_time(args, sql)
                 if terr:

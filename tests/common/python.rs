@@ -30,7 +30,14 @@ fn make_venv() -> Result<PathBuf, String> {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    if python.exists() && ready(&python) {
+    // The venv holds what the requirements named when it was made; new requirements
+    // (a package added, a pin moved) make it again.
+    let requirements = root.join("tests/interop/requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements)
+        .map_err(|e| format!("cannot read {}: {e}", requirements.display()))?;
+    let stamp = venv.join("requirements.installed");
+    let installed = std::fs::read_to_string(&stamp).unwrap_or_default();
+    if python.exists() && installed == wanted && ready(&python) {
         return Ok(python);
     }
     let host = std::env::var("RINGSCAN_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -54,7 +61,7 @@ fn make_venv() -> Result<PathBuf, String> {
             "--disable-pip-version-check",
             "-r",
         ])
-        .arg(root.join("tests/interop/requirements.txt"))
+        .arg(&requirements)
         .output()
         .map_err(|e| format!("cannot run pip: {e}"))?;
     if !out.status.success() || !ready(&python) {
@@ -63,6 +70,7 @@ fn make_venv() -> Result<PathBuf, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
+    std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
     Ok(python)
 }
 
@@ -73,7 +81,7 @@ pub(crate) fn python_or_skip(test: &str) -> Option<&'static Path> {
         Err(why) => {
             assert!(
                 std::env::var("RINGSCAN_REQUIRE_INTEROP").as_deref() != Ok("1"),
-                "test {test} needs Python (duckdb, pyarrow) and RINGSCAN_REQUIRE_INTEROP=1 and RINGSCAN_REQUIRE_INTEROP=1: {why}"
+                "test {test} needs Python (duckdb, pyarrow) and RINGSCAN_REQUIRE_INTEROP=1 is set: {why}"
             );
             eprintln!("SKIPPED {test}: {why}");
             None
