@@ -2,8 +2,9 @@
 //! `ringscan bench`, in its own process so that its peak RSS is its own. It serves the
 //! line protocol of `ringscan_benches::side` on stdin/stdout.
 //!
-//! The ringscan side is [`RingscanEngine`]: a [`Session`] on the suite's data
-//! directory, through the same daemon -> ring -> executor path as `ringscan query`.
+//! The ringscan side is [`RingscanEngine`]: a session of the chosen engine on the
+//! suite's data directory, through the same daemon -> ring -> engine path as
+//! `ringscan query`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,9 +12,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use ringscan_benches::suites::{self, Scenario, SuiteKind};
 use ringscan_benches::{side, Baseline, BenchError, Engine, RunOutcome};
-use ringscan_executor::session::Session;
 
-use super::query::open_session;
+use super::query::{AnySession, Engine as QueryEngine};
 
 /// The sides `ringscan bench` runs.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -36,6 +36,9 @@ pub(crate) struct BenchSideArgs {
     /// The suite's data directory (`<root>/<suite>`, holding `.bench/params.json`).
     #[arg(long)]
     data: PathBuf,
+    /// The engine of the ringscan side.
+    #[arg(long, value_enum, default_value = "datafusion")]
+    engine: QueryEngine,
 }
 
 /// The message shown when the ringscan side cannot run.
@@ -45,13 +48,14 @@ pub(crate) const NOT_AVAILABLE: &str = "the ringscan side could not run";
 #[derive(Debug)]
 pub(crate) struct RingscanEngine {
     data_dir: PathBuf,
-    session: Option<Session>,
+    engine: QueryEngine,
+    session: Option<AnySession>,
 }
 
 impl RingscanEngine {
-    fn session(&mut self) -> Result<&mut Session, BenchError> {
+    fn session(&mut self) -> Result<&mut AnySession, BenchError> {
         if self.session.is_none() {
-            let session = open_session(&self.data_dir)
+            let session = AnySession::open(self.engine, &self.data_dir)
                 .map_err(|e| BenchError::NotAvailable(format!("{e:#}")))?;
             self.session = Some(session);
         }
@@ -67,8 +71,8 @@ impl Engine for RingscanEngine {
     fn prepare(&mut self, scenario: &Scenario) -> Result<(), BenchError> {
         // Plans now (plan cache), so that the timed runs measure what a warm host does.
         self.session()?
-            .plan(&scenario.sql)
-            .map_err(|e| BenchError::NotAvailable(format!("planning {}: {e}", scenario.name)))?;
+            .prepare(&scenario.sql)
+            .map_err(|e| BenchError::NotAvailable(format!("planning {}: {e:#}", scenario.name)))?;
         Ok(())
     }
 
@@ -76,7 +80,7 @@ impl Engine for RingscanEngine {
         let outcome = self
             .session()?
             .query(&scenario.sql, scenario.result_cache)
-            .map_err(|e| BenchError::NotAvailable(format!("{}: {e}", scenario.name)))?;
+            .map_err(|e| BenchError::NotAvailable(format!("{}: {e:#}", scenario.name)))?;
         Ok(RunOutcome {
             rows: outcome.result.rows as u64,
             bytes_read: outcome.scan.as_ref().map(|s| s.bytes_read),
@@ -129,6 +133,7 @@ pub(crate) fn run(args: BenchSideArgs) -> anyhow::Result<ExitCode> {
         SideKind::Baseline => Box::new(Baseline::new(&args.data)),
         SideKind::Ringscan => Box::new(RingscanEngine {
             data_dir: args.data.clone(),
+            engine: args.engine,
             session: None,
         }),
     };

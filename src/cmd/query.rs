@@ -90,13 +90,35 @@ pub(crate) struct QueryArgs {
 
 /// A session of either engine.
 #[derive(Debug)]
-enum AnySession {
+pub(crate) enum AnySession {
     Sql(SqlSession),
     Native(Session),
 }
 
 impl AnySession {
-    fn query(&mut self, sql: &str, use_result_cache: bool) -> anyhow::Result<QueryOutcome> {
+    /// Opens a session of `engine` on `data` (default sizes), starting its daemon if
+    /// none answers.
+    pub(crate) fn open(engine: Engine, data: &Path) -> anyhow::Result<Self> {
+        Ok(match engine {
+            Engine::Datafusion => Self::Sql(open_sql_session(data, &EngineOptions::default())?),
+            Engine::Native => Self::Native(open_session(data)?),
+        })
+    }
+
+    /// Plans `sql` into the plan cache without running it.
+    pub(crate) fn prepare(&mut self, sql: &str) -> anyhow::Result<()> {
+        match self {
+            Self::Sql(s) => s.prepare(sql)?,
+            Self::Native(s) => drop(s.plan(sql)?),
+        }
+        Ok(())
+    }
+
+    pub(crate) fn query(
+        &mut self,
+        sql: &str,
+        use_result_cache: bool,
+    ) -> anyhow::Result<QueryOutcome> {
         Ok(match self {
             Self::Sql(s) => s.query(sql, use_result_cache)?,
             Self::Native(s) => s.query(sql, use_result_cache)?,
