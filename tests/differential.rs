@@ -30,6 +30,34 @@ impl Drop for DaemonGuard {
     }
 }
 
+/// The corpus tests share one data directory (and its daemon) and run at once: the last
+/// to finish stops the daemon. The count's lock is held while stopping, so that a test
+/// starting then waits and its first query starts a fresh daemon.
+struct SharedDaemon(&'static Path);
+
+static SHARED_USERS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
+impl SharedDaemon {
+    fn enter(data: &'static Path) -> Self {
+        *SHARED_USERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
+        Self(data)
+    }
+}
+
+impl Drop for SharedDaemon {
+    fn drop(&mut self) {
+        let mut users = SHARED_USERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *users -= 1;
+        if *users == 0 {
+            drop(DaemonGuard(self.0.to_path_buf()));
+        }
+    }
+}
+
 fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("spawn ringscan");
     assert!(
@@ -85,7 +113,7 @@ fn corpus_agrees(test: &str, corpus: &str, engine: Option<&str>, min_queries: u6
         return;
     };
     let data = data_dir(python);
-    let _daemon = DaemonGuard(data.to_path_buf());
+    let _daemon = SharedDaemon::enter(data);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut cmd = Command::new(python);
     cmd.arg(root.join("tests/differential/check.py"))

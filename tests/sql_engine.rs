@@ -124,6 +124,14 @@ fn explain_shows_what_each_scan_pushes_to_the_daemon() {
     assert!(ok, "{stderr}");
     assert!(folded.contains("zero-copy"), "{folded}");
 
+    // A top-k hands its tightening threshold to the scan (the daemon prunes with it).
+    let (ok, topk, stderr) = query(
+        &data,
+        &["--explain", "SELECT k, s FROM t ORDER BY k LIMIT 3"],
+    );
+    assert!(ok, "{stderr}");
+    assert!(topk.contains("dynamic filters=1"), "{topk}");
+
     // EXPLAIN ANALYZE reports what the daemon pruned: k >= 4800 leaves row group 4 of 5.
     let (ok, analyzed, stderr) = query(
         &data,

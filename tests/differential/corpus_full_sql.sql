@@ -48,3 +48,17 @@ SELECT sum(quantity) / count(*), 7 / 2, count(*) / 3 FROM wide;
 SELECT order_id, quantity / 4 AS q FROM wide ORDER BY order_id LIMIT 5;
 SELECT coalesce(side, 'none') AS s, count(*) FROM pa_trades GROUP BY 1;
 SELECT 0.06 + 0.01 = 0.07 AS exact;
+
+-- Integer overflow: DuckDB sums into a HUGEINT and fails on overflowing arithmetic;
+-- DataFusion would wrap both silently.
+SELECT sum(x) AS s FROM (VALUES (9223372036854775807), (1)) t(x);
+SELECT g, sum(v) AS s FROM (VALUES (1, 9223372036854775000), (1, 9223372036854775000), (2, -5)) t(g, v) GROUP BY g ORDER BY g;
+SELECT x + 1 FROM (VALUES (9223372036854775807)) t(x);
+SELECT x * 3 FROM (VALUES (4611686018427387904)) t(x);
+SELECT x - 2 FROM (VALUES (-9223372036854775807)) t(x);
+SELECT x + 1, x * 2, x - 3 FROM (VALUES (1), (2), (NULL)) t(x) ORDER BY x;
+
+-- CAST to an integer rounds: doubles half to even, decimals half away from zero.
+SELECT CAST(x AS BIGINT) AS c FROM (VALUES (2.5::DOUBLE), (3.5::DOUBLE), (-2.5::DOUBLE), (0.49::DOUBLE)) t(x) ORDER BY x;
+SELECT CAST(x AS INTEGER) AS c FROM (VALUES (2.5), (3.5), (-2.5), (-2.4)) t(x) ORDER BY x;
+SELECT g, sum(v) OVER (ORDER BY g ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running FROM (VALUES (1, 9223372036854775000), (2, 9223372036854775000), (3, 7)) t(g, v) ORDER BY g;

@@ -16,6 +16,7 @@
 use arrow_schema::{DataType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
+use datafusion::physical_expr::PhysicalExpr;
 use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
 
 /// How much of a filter the daemon can apply.
@@ -252,6 +253,77 @@ pub(crate) fn to_predicate(e: &Expr, schema: &Schema) -> Option<Predicate> {
     }
 }
 
+/// Maps a physical boolean expression (a top-k's dynamic filter, as it stands now) onto
+/// the predicate tree, exactly or not at all. Dynamic filters are read at their current
+/// value.
+pub(crate) fn physical_to_predicate(e: &dyn PhysicalExpr, schema: &Schema) -> Option<Predicate> {
+    use datafusion::physical_expr::expressions as px;
+    if let Some(dynamic) = e.downcast_ref::<px::DynamicFilterPhysicalExpr>() {
+        let current = dynamic.current().ok()?;
+        return physical_to_predicate(current.as_ref(), schema);
+    }
+    let column = |e: &dyn PhysicalExpr| -> Option<(String, DataType)> {
+        let c = e.downcast_ref::<px::Column>()?;
+        let f = schema.field_with_name(c.name()).ok()?;
+        Some((f.name().clone(), f.data_type().clone()))
+    };
+    let literal = |e: &dyn PhysicalExpr, t: &DataType| -> Option<Literal> {
+        exact_literal(t, e.downcast_ref::<px::Literal>()?.value())
+    };
+    if let Some(b) = e.downcast_ref::<px::BinaryExpr>() {
+        let (left, right) = (b.left().as_ref(), b.right().as_ref());
+        return match b.op() {
+            Operator::And | Operator::Or => {
+                let parts = [
+                    physical_to_predicate(left, schema)?,
+                    physical_to_predicate(right, schema)?,
+                ];
+                let kind = if *b.op() == Operator::And {
+                    Predicate::And
+                } else {
+                    Predicate::Or
+                };
+                Some(flatten(kind, parts))
+            }
+            op => {
+                let op = cmp_op(*op)?;
+                match (column(left), column(right)) {
+                    (Some((l, lt)), None) => Some(Predicate::compare(&l, op, literal(right, &lt)?)),
+                    (None, Some((r, rt))) => {
+                        Some(Predicate::compare(&r, op.flipped(), literal(left, &rt)?))
+                    }
+                    _ => None,
+                }
+            }
+        };
+    }
+    if let Some(n) = e.downcast_ref::<px::IsNullExpr>() {
+        let (c, _) = column(n.arg().as_ref())?;
+        return Some(Predicate::IsNull {
+            expr: Operand::Column(c),
+            negated: false,
+        });
+    }
+    if let Some(n) = e.downcast_ref::<px::IsNotNullExpr>() {
+        let (c, _) = column(n.arg().as_ref())?;
+        return Some(Predicate::IsNull {
+            expr: Operand::Column(c),
+            negated: true,
+        });
+    }
+    if let Some(n) = e.downcast_ref::<px::NotExpr>() {
+        return Some(Predicate::Not(Box::new(physical_to_predicate(
+            n.arg().as_ref(),
+            schema,
+        )?)));
+    }
+    match e.downcast_ref::<px::Literal>()?.value() {
+        // A dynamic filter before its first update is `true`.
+        ScalarValue::Boolean(Some(true)) => Some(Predicate::And(Vec::new())),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,5 +402,74 @@ mod tests {
         // A NULL in the list is not pushed (NOT IN with NULL selects nothing).
         let with_null = col("s").in_list(vec![lit("a"), lit(ScalarValue::Utf8(None))], true);
         assert_eq!(to_predicate(&with_null, &s), None);
+    }
+}
+
+#[cfg(test)]
+mod physical_tests {
+    use std::sync::Arc;
+
+    use arrow_schema::{DataType, Field, Schema};
+    use datafusion::common::ScalarValue;
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{
+        binary, is_null, lit, Column, DynamicFilterPhysicalExpr,
+    };
+    use datafusion::physical_expr::PhysicalExpr;
+    use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+
+    use super::physical_to_predicate;
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+        ])
+    }
+
+    #[test]
+    fn a_top_k_filter_maps_as_it_tightens() {
+        let s = schema();
+        let k: Arc<dyn PhysicalExpr> = Arc::new(Column::new("k", 0));
+        let dynamic = DynamicFilterPhysicalExpr::new(vec![Arc::clone(&k)], lit(true));
+        // Before the top-k has a threshold: true, nothing to prune with.
+        assert_eq!(
+            physical_to_predicate(&dynamic, &s),
+            Some(Predicate::And(Vec::new()))
+        );
+        // NULLs first, ascending: `k IS NULL OR k < 3`.
+        let lt = binary(Arc::clone(&k), Operator::Lt, lit(3i64), &s).unwrap();
+        let tightened = binary(is_null(Arc::clone(&k)).unwrap(), Operator::Or, lt, &s).unwrap();
+        dynamic.update(tightened).unwrap();
+        assert_eq!(
+            physical_to_predicate(&dynamic, &s),
+            Some(Predicate::Or(vec![
+                Predicate::IsNull {
+                    expr: Operand::Column("k".into()),
+                    negated: false,
+                },
+                Predicate::compare("k", CmpOp::Lt, Literal::Int(3)),
+            ]))
+        );
+    }
+
+    #[test]
+    fn what_the_daemon_cannot_evaluate_is_not_mapped() {
+        let s = schema();
+        let k: Arc<dyn PhysicalExpr> = Arc::new(Column::new("k", 0));
+        // k + 1 < 3: arithmetic stays in DataFusion.
+        let plus = binary(Arc::clone(&k), Operator::Plus, lit(1i64), &s).unwrap();
+        let e = binary(plus, Operator::Lt, lit(3i64), &s).unwrap();
+        assert_eq!(physical_to_predicate(e.as_ref(), &s), None);
+        // A literal of another type than the column's is not compared as is.
+        let e = binary(
+            Arc::new(Column::new("s", 1)),
+            Operator::Eq,
+            lit(ScalarValue::Int64(Some(1))),
+            &s,
+        );
+        if let Ok(e) = e {
+            assert_eq!(physical_to_predicate(e.as_ref(), &s), None);
+        }
     }
 }

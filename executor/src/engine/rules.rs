@@ -12,18 +12,24 @@
 //! - `CAST(x AS <integer>)` rounds in DuckDB (floats half to even, decimals half away
 //!   from zero); Arrow's cast truncates. The operand is rounded first by
 //!   [`RoundForCast`].
+//! - Integer `+`, `-` and `*` fail on overflow in DuckDB; DataFusion wraps (silently
+//!   wrong answers). They become [`CheckedIntegerOp`] calls, Arrow's checked kernels.
+//! - `sum` of integers never overflows in DuckDB (a `HUGEINT`); DataFusion's wraps. The
+//!   argument is cast to `DECIMAL(38,0)` (128-bit, exact): the sum is a `DECIMAL(38,0)`.
 
 use std::sync::Arc;
 
+use arrow_arith::numeric;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Decimal128Type, Float32Type, Float64Type};
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
-use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
+use datafusion::common::{exec_err, DFSchema, DataFusionError, Result, ScalarValue};
+use datafusion::logical_expr::expr::{ScalarFunction, WindowFunctionDefinition};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::type_coercion::binary::BinaryTypeCoercer;
 use datafusion::logical_expr::{
     BinaryExpr, Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator,
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TryCast, Volatility,
@@ -34,12 +40,19 @@ use datafusion::optimizer::AnalyzerRule;
 #[derive(Debug)]
 pub(crate) struct DuckDbSemantics {
     round: Arc<ScalarUDF>,
+    add: Arc<ScalarUDF>,
+    sub: Arc<ScalarUDF>,
+    mul: Arc<ScalarUDF>,
 }
 
 impl Default for DuckDbSemantics {
     fn default() -> Self {
+        let checked = |op| Arc::new(ScalarUDF::new_from_impl(CheckedIntegerOp::new(op)));
         Self {
             round: Arc::new(ScalarUDF::new_from_impl(RoundForCast::default())),
+            add: checked(Operator::Plus),
+            sub: checked(Operator::Minus),
+            mul: checked(Operator::Multiply),
         }
     }
 }
@@ -86,19 +99,43 @@ impl DuckDbSemantics {
                     right: Box::new(as_double(*right)),
                 })))
             }
-            Expr::AggregateFunction(mut agg)
-                if agg.func.name() == "avg"
-                    && agg.params.args.len() == 1
-                    && is_decimal(type_of(&agg.params.args[0])) =>
+            Expr::BinaryExpr(BinaryExpr { left, op, right })
+                if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply)
+                    && is_integer(type_of(&left))
+                    && is_integer(type_of(&right)) =>
             {
-                let arg = agg.params.args.remove(0);
-                agg.params.args.push(as_double(arg));
-                Ok(Transformed::yes(Expr::AggregateFunction(
-                    AggregateFunction {
-                        func: agg.func,
-                        params: agg.params,
-                    },
+                let udf = match op {
+                    Operator::Plus => &self.add,
+                    Operator::Minus => &self.sub,
+                    _ => &self.mul,
+                };
+                Ok(Transformed::yes(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(Arc::clone(udf), vec![*left, *right]),
                 )))
+            }
+            Expr::AggregateFunction(mut agg) => {
+                match aggregate_argument(agg.func.name(), &agg.params.args, &type_of) {
+                    Some(arg) => {
+                        agg.params.args = vec![arg];
+                        Ok(Transformed::yes(Expr::AggregateFunction(agg)))
+                    }
+                    None => Ok(Transformed::no(Expr::AggregateFunction(agg))),
+                }
+            }
+            Expr::WindowFunction(mut w) => {
+                let arg = match &w.fun {
+                    WindowFunctionDefinition::AggregateUDF(f) => {
+                        aggregate_argument(f.name(), &w.params.args, &type_of)
+                    }
+                    WindowFunctionDefinition::WindowUDF(_) => None,
+                };
+                match arg {
+                    Some(arg) => {
+                        w.params.args = vec![arg];
+                        Ok(Transformed::yes(Expr::WindowFunction(w)))
+                    }
+                    None => Ok(Transformed::no(Expr::WindowFunction(w))),
+                }
             }
             Expr::Cast(Cast { expr, field })
                 if field.data_type().is_integer() && rounds(type_of(&expr)) =>
@@ -125,6 +162,28 @@ impl DuckDbSemantics {
     }
 }
 
+/// The argument that gives aggregate `name` over `args` DuckDB's answer, where it
+/// needs another: integer sums exact in 128 bits, averages of decimals as doubles.
+fn aggregate_argument(
+    name: &str,
+    args: &[Expr],
+    type_of: &dyn Fn(&Expr) -> Option<DataType>,
+) -> Option<Expr> {
+    let [arg] = args else {
+        return None;
+    };
+    let to = match name {
+        "sum" if is_integer(type_of(arg)) => DataType::Decimal128(38, 0),
+        "avg" if is_decimal(type_of(arg)) => DataType::Float64,
+        _ => return None,
+    };
+    Some(Expr::Cast(Cast::new(Box::new(arg.clone()), to)))
+}
+
+fn is_integer(t: Option<DataType>) -> bool {
+    t.is_some_and(|t| t.is_integer())
+}
+
 fn exact_number(t: Option<DataType>) -> bool {
     t.is_some_and(|t| t.is_integer() || is_decimal(Some(t)))
 }
@@ -145,6 +204,76 @@ fn rounds(t: Option<DataType>) -> bool {
 
 fn as_double(e: Expr) -> Expr {
     Expr::Cast(Cast::new(Box::new(e), DataType::Float64))
+}
+
+/// Integer `+`, `-` or `*` that fails on overflow (Arrow's checked kernels), typed and
+/// coerced as DataFusion's operator is.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CheckedIntegerOp {
+    op: Operator,
+    signature: Signature,
+}
+
+impl CheckedIntegerOp {
+    fn new(op: Operator) -> Self {
+        Self {
+            op,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for CheckedIntegerOp {
+    fn name(&self) -> &str {
+        match self.op {
+            Operator::Plus => "ringscan_checked_add",
+            Operator::Minus => "ringscan_checked_sub",
+            _ => "ringscan_checked_mul",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let [l, r] = arg_types else {
+            return exec_err!("{} takes two arguments", self.name());
+        };
+        let (l, r) = BinaryTypeCoercer::new(l, &self.op, r).get_input_types()?;
+        Ok(vec![l, r])
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        let [l, r] = arg_types else {
+            return exec_err!("{} takes two arguments", self.name());
+        };
+        BinaryTypeCoercer::new(l, &self.op, r).get_result_type()
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [l, r] = args.args.as_slice() else {
+            return exec_err!("{} takes two arguments", self.name());
+        };
+        let kernel = match self.op {
+            Operator::Plus => numeric::add,
+            Operator::Minus => numeric::sub,
+            _ => numeric::mul,
+        };
+        let result = match (l, r) {
+            (ColumnarValue::Array(a), ColumnarValue::Array(b)) => kernel(a, b),
+            (ColumnarValue::Array(a), ColumnarValue::Scalar(b)) => kernel(a, &b.to_scalar()?),
+            (ColumnarValue::Scalar(a), ColumnarValue::Array(b)) => kernel(&a.to_scalar()?, b),
+            (ColumnarValue::Scalar(a), ColumnarValue::Scalar(b)) => {
+                let out = kernel(&a.to_scalar()?, &b.to_scalar()?)
+                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))?;
+                return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
+            }
+        };
+        Ok(ColumnarValue::Array(result.map_err(|e| {
+            DataFusionError::ArrowError(Box::new(e), None)
+        })?))
+    }
 }
 
 /// Rounds a number to an integral value of its own type, as DuckDB does before casting

@@ -22,6 +22,7 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result, Statistics};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::AggregateExec;
@@ -30,6 +31,9 @@ use datafusion::physical_plan::execution_plan::{
     replace_children_if_necessary, Boundedness, EmissionType,
 };
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
 use datafusion::physical_plan::metrics::{Count, Metric, MetricValue, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
@@ -40,10 +44,11 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 use ringscan_ipc::client::ScanStream;
-use ringscan_ipc::msg::{ScanRequest, ScanSummary};
+use ringscan_ipc::msg::{Predicate, ScanRequest, ScanSummary};
 use tokio::sync::mpsc;
 
 use super::daemon::Daemon;
+use super::filter::physical_to_predicate;
 use crate::pushdown::format_predicate;
 
 /// Batches in flight between the ring reader and the plan.
@@ -64,6 +69,9 @@ pub(crate) struct DaemonScanExec {
     /// Batches go up the plan as views of the ring (else as heap copies). Only safe
     /// where nothing above keeps them: [`RingSafety`] sets it.
     zero_copy: bool,
+    /// Filters the plan above tightens while it runs (a top-k's threshold), handed to
+    /// the daemon as they change so that it skips row groups that cannot qualify.
+    dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     summaries: Arc<Mutex<Vec<ScanSummary>>>,
 }
 
@@ -100,12 +108,21 @@ impl DaemonScanExec {
             statistics: Arc::new(statistics),
             inexact_filters,
             zero_copy: false,
+            dynamic_filters: Vec::new(),
             summaries: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
     /// This scan with batches handed up as views of the ring (`true`) or copied out.
     fn with_zero_copy(&self, zero_copy: bool) -> Self {
+        Self {
+            zero_copy,
+            ..self.copy()
+        }
+    }
+
+    /// A copy of this scan with fresh summaries.
+    fn copy(&self) -> Self {
         Self {
             daemon: Arc::clone(&self.daemon),
             request: self.request.clone(),
@@ -114,7 +131,8 @@ impl DaemonScanExec {
             properties: Arc::clone(&self.properties),
             statistics: Arc::clone(&self.statistics),
             inexact_filters: self.inexact_filters,
-            zero_copy,
+            zero_copy: self.zero_copy,
+            dynamic_filters: self.dynamic_filters.clone(),
             summaries: Arc::new(Mutex::new(Vec::new())),
         }
     }
@@ -146,6 +164,9 @@ impl DaemonScanExec {
         }
         if self.zero_copy {
             write!(f, ", zero-copy")?;
+        }
+        if !self.dynamic_filters.is_empty() {
+            write!(f, ", dynamic filters={}", self.dynamic_filters.len())?;
         }
         Ok(())
     }
@@ -191,6 +212,38 @@ impl ExecutionPlan for DaemonScanExec {
                 "DaemonScanExec has no children".into(),
             ))
         }
+    }
+
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        // The filters stay the parent's to apply (`No`): the daemon uses them to prune,
+        // as hints. Only dynamic ones (the static ones came through the provider).
+        let filters: Vec<Arc<dyn PhysicalExpr>> = child_pushdown_result
+            .parent_filters
+            .into_iter()
+            .map(|f| f.filter)
+            .collect();
+        let unsupported = vec![PushedDown::No; filters.len()];
+        let dynamic: Vec<Arc<dyn PhysicalExpr>> = filters
+            .into_iter()
+            .filter(|f| f.is::<DynamicFilterPhysicalExpr>())
+            .collect();
+        if phase != FilterPushdownPhase::Post || dynamic.is_empty() {
+            return Ok(FilterPushdownPropagation {
+                filters: unsupported,
+                updated_node: None,
+            });
+        }
+        let mut node = self.copy();
+        node.dynamic_filters.extend(dynamic);
+        Ok(FilterPushdownPropagation {
+            filters: unsupported,
+            updated_node: Some(Arc::new(node)),
+        })
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
@@ -256,8 +309,12 @@ impl ExecutionPlan for DaemonScanExec {
         let schema = Arc::clone(&self.schema);
         let summaries = Arc::clone(&self.summaries);
         let reader_schema = Arc::clone(&schema);
-        let zero_copy = self.zero_copy;
-        let read = move || read_ring(stream, &reader_schema, zero_copy, &tx, &summaries);
+        let reader = RingReader {
+            schema: reader_schema,
+            zero_copy: self.zero_copy,
+            dynamic_filters: self.dynamic_filters.clone(),
+        };
+        let read = move || reader.read(stream, &tx, &summaries);
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => drop(handle.spawn_blocking(read)),
             Err(_) => {
@@ -275,13 +332,17 @@ impl ExecutionPlan for DaemonScanExec {
 /// The daemon's summary as DataFusion metrics (EXPLAIN ANALYZE prints them).
 fn summary_metrics(s: &ScanSummary) -> MetricsSet {
     let mut set = MetricsSet::new();
-    let figures: [(&'static str, u64); 12] = [
+    let figures: [(&'static str, u64); 13] = [
         ("files", s.files_considered),
         ("files_pruned", s.files_pruned),
         ("row_groups", s.row_groups_considered),
         ("row_groups_pruned", s.row_groups_pruned),
         ("row_groups_pruned_by_stats", s.row_groups_pruned_by_stats),
         ("row_groups_pruned_by_bloom", s.row_groups_pruned_by_bloom),
+        (
+            "row_groups_pruned_by_dynamic_filter",
+            s.row_groups_pruned_by_dynamic_filter,
+        ),
         ("pages_pruned", s.pages_skipped),
         ("bytes_read", s.bytes_read),
         ("column_cache_hits", s.column_cache_hits),
@@ -304,55 +365,89 @@ fn summary_metrics(s: &ScanSummary) -> MetricsSet {
 }
 
 /// The reading side of one scan: ring → channel, then the summary.
-fn read_ring(
-    mut stream: ScanStream,
-    schema: &SchemaRef,
+struct RingReader {
+    /// The plan's schema for the scan's batches (also what dynamic filters name).
+    schema: SchemaRef,
     zero_copy: bool,
-    tx: &mpsc::Sender<Result<RecordBatch>>,
-    summaries: &Mutex<Vec<ScanSummary>>,
-) {
-    let external = |e: ringscan_ipc::client::ClientError| DataFusionError::External(Box::new(e));
-    loop {
-        let batch = match stream.next_batch() {
-            Ok(Some(batch)) => batch,
-            Ok(None) => break,
+    dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+impl RingReader {
+    fn read(
+        &self,
+        mut stream: ScanStream,
+        tx: &mpsc::Sender<Result<RecordBatch>>,
+        summaries: &Mutex<Vec<ScanSummary>>,
+    ) {
+        let external =
+            |e: ringscan_ipc::client::ClientError| DataFusionError::External(Box::new(e));
+        let mut refined: Option<Predicate> = None;
+        loop {
+            let batch = match stream.next_batch() {
+                Ok(Some(batch)) => batch,
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(external(e)));
+                    return;
+                }
+            };
+            let batch = if !self.zero_copy || stream.ring_under_pressure() {
+                // Whatever is downstream may keep batches: this one leaves the ring so
+                // that the daemon always has room for the next (a batch kept in the ring
+                // stops its writer from ever wrapping past it).
+                crate::exec::owned_copy(batch.schema(), std::slice::from_ref(&batch))
+                    .map_err(|e| DataFusionError::External(Box::new(e)))
+            } else {
+                Ok(batch)
+            };
+            // The daemon's schema may differ from the plan's in field metadata or
+            // nullability; the columns are the plan's.
+            let batch = batch.and_then(|b| {
+                RecordBatch::try_new_with_options(
+                    Arc::clone(&self.schema),
+                    b.columns().to_vec(),
+                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+                )
+                .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+            });
+            if tx.blocking_send(batch).is_err() {
+                // The plan dropped the stream (a LIMIT was met, the query was cancelled).
+                stream.cancel();
+                break;
+            }
+            if let Some(filter) = self.dynamic_predicate() {
+                if refined.as_ref() != Some(&filter) {
+                    // Only a hint: a daemon that cannot take it still returns correct
+                    // rows, and the plan filters above.
+                    let _ = stream.refine(&filter);
+                    refined = Some(filter);
+                }
+            }
+        }
+        match stream.finish() {
+            Ok(summary) => summaries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(summary),
             Err(e) => {
                 let _ = tx.blocking_send(Err(external(e)));
-                return;
             }
-        };
-        let batch = if !zero_copy || stream.ring_under_pressure() {
-            // Whatever is downstream may keep batches: this one leaves the ring so that
-            // the daemon always has room for the next (a batch kept in the ring stops
-            // its writer from ever wrapping past it).
-            crate::exec::owned_copy(batch.schema(), std::slice::from_ref(&batch))
-                .map_err(|e| DataFusionError::External(Box::new(e)))
-        } else {
-            Ok(batch)
-        };
-        // The daemon's schema may differ from the plan's in field metadata or
-        // nullability; the columns are the plan's.
-        let batch = batch.and_then(|b| {
-            RecordBatch::try_new_with_options(
-                Arc::clone(schema),
-                b.columns().to_vec(),
-                &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
-            )
-            .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
-        });
-        if tx.blocking_send(batch).is_err() {
-            // The plan dropped the stream (a LIMIT was met, the query was cancelled).
-            stream.cancel();
-            break;
         }
     }
-    match stream.finish() {
-        Ok(summary) => summaries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(summary),
-        Err(e) => {
-            let _ = tx.blocking_send(Err(external(e)));
+
+    /// The dynamic filters as they stand, as one predicate (`None`: nothing to prune
+    /// with yet, or nothing the daemon can evaluate).
+    fn dynamic_predicate(&self) -> Option<Predicate> {
+        let parts: Vec<Predicate> = self
+            .dynamic_filters
+            .iter()
+            .filter_map(|f| physical_to_predicate(f.as_ref(), &self.schema))
+            .filter(|p| *p != Predicate::And(Vec::new()))
+            .collect();
+        match parts.len() {
+            0 => None,
+            1 => parts.into_iter().next(),
+            _ => Some(Predicate::And(parts)),
         }
     }
 }
