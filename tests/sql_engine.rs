@@ -231,3 +231,114 @@ fn bad_input_gets_one_clear_message() {
     // The daemon serves on after the corrupt file.
     assert_eq!(csv_ok(&data, &["SELECT count(*) FROM trades"]), ["100"]);
 }
+
+/// `$n` parameters: one plan per SQL text, each binding optimized with its values (so
+/// they prune like literals), answers equal to the literal query's and to a count made
+/// here, and one clear message for a wrong number or type of values.
+#[test]
+fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
+    use arrow_array::Array as _;
+    use ringscan_executor::engine::{EngineOptions, Param, SqlSession};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    let rows = 10_000_i64;
+    write_table(data, "t", rows, 1_000);
+    let _guard = DaemonGuard(data);
+    let started = ringscan(&["daemon", "start"], data);
+    assert!(started.status.success(), "daemon start: {started:?}");
+    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
+    let mut session =
+        SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session");
+
+    let sql = "SELECT count(*) AS n, sum(k) AS s FROM t WHERE k >= $1 AND g = $2";
+    let prepared = session.prepare(sql).expect("prepare");
+    assert_eq!(
+        prepared.params,
+        vec![Some(DataType::Int64), Some(DataType::Int64)]
+    );
+    assert_eq!(prepared.schema.fields().len(), 2);
+
+    let first_row = |outcome: &ringscan_executor::session::QueryOutcome| -> (i64, Option<String>) {
+        let batch = outcome
+            .result
+            .batches
+            .iter()
+            .find(|b| b.num_rows() > 0)
+            .expect("one row");
+        let n = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("count is BIGINT")
+            .value(0);
+        let s = arrow_cast::display::ArrayFormatter::try_new(
+            batch.column(1).as_ref(),
+            &Default::default(),
+        )
+        .expect("formatter")
+        .value(0)
+        .to_string();
+        (n, (!batch.column(1).is_null(0)).then_some(s))
+    };
+    for (lo, g) in [(0_i64, 3_i32), (9_000, 7), (4_321, 0), (rows, 1)] {
+        // `g` is bound as an INTEGER: cast to the BIGINT its use asks for.
+        let bound = session
+            .query_with(
+                sql,
+                vec![Param::Int64(Some(lo)), Param::Int32(Some(g))],
+                false,
+            )
+            .expect("bound query");
+        assert!(bound.plan_hit, "the plan of one SQL text is made once");
+        let literal = session
+            .query(
+                &format!("SELECT count(*) AS n, sum(k) AS s FROM t WHERE k >= {lo} AND g = {g}"),
+                false,
+            )
+            .expect("literal query");
+        let expected: Vec<i64> = (lo..rows).filter(|k| k % 10 == i64::from(g)).collect();
+        let (n, s) = first_row(&bound);
+        assert_eq!(n, expected.len() as i64, "count for lo={lo} g={g}");
+        assert_eq!(
+            s,
+            (!expected.is_empty()).then(|| expected.iter().sum::<i64>().to_string())
+        );
+        assert_eq!((n, s), first_row(&literal));
+        let pruned = |o: &ringscan_executor::session::QueryOutcome| {
+            o.scan.as_ref().map_or(0, |s| s.row_groups_pruned)
+        };
+        assert_eq!(
+            pruned(&bound),
+            pruned(&literal),
+            "lo={lo}: pruned like the literal"
+        );
+        assert_eq!(
+            pruned(&bound),
+            (lo / 1_000) as u64,
+            "lo={lo}: row groups below lo"
+        );
+    }
+    // A NULL matches nothing.
+    let null = session
+        .query_with(sql, vec![Param::Int64(None), Param::Int64(Some(1))], false)
+        .expect("null parameter");
+    assert_eq!(first_row(&null).0, 0);
+
+    let few = session
+        .query_with(sql, vec![Param::Int64(Some(1))], false)
+        .expect_err("one value for two parameters");
+    assert!(
+        few.to_string().contains("takes 2 parameter(s)"),
+        "message: {few}"
+    );
+    let none = session.query(sql, false).expect_err("no values");
+    assert!(none.to_string().contains("0 value(s)"), "message: {none}");
+    let bad = session
+        .query_with(
+            sql,
+            vec![Param::Utf8(Some("abc".into())), Param::Int64(Some(1))],
+            false,
+        )
+        .expect_err("text for a BIGINT");
+    assert!(bad.to_string().contains("parameter $1"), "message: {bad}");
+}

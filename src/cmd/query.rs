@@ -108,7 +108,7 @@ impl AnySession {
     /// Plans `sql` into the plan cache without running it.
     pub(crate) fn prepare(&mut self, sql: &str) -> anyhow::Result<()> {
         match self {
-            Self::Sql(s) => s.prepare(sql)?,
+            Self::Sql(s) => drop(s.prepare(sql)?),
             Self::Native(s) => drop(s.plan(sql)?),
         }
         Ok(())

@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, RecordBatch, StringArray};
-use datafusion::common::DataFusionError;
+use arrow_schema::{DataType, SchemaRef};
+use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
@@ -48,6 +49,8 @@ use scan::DaemonScanExec;
 use table::DaemonTable;
 
 pub use daemon_settings::ScanSettings;
+/// A parameter's value ([`SqlSession::query_with`]).
+pub use datafusion::common::ScalarValue as Param;
 
 /// Failure of one query of a [`SqlSession`].
 #[derive(Debug, thiserror::Error)]
@@ -215,6 +218,9 @@ struct CachedPlan {
     /// The plan's text: the result cache's key, with the tables' data version.
     text: String,
     explain: bool,
+    /// The types of `$1`, `$2`... as inferred from where they are used (`None`: not
+    /// inferable). A plan with parameters is kept unoptimized and optimized per binding.
+    params: Vec<Option<DataType>>,
 }
 
 impl CachedPlan {
@@ -326,7 +332,8 @@ impl SqlSession {
         Ok(outcome.explain.unwrap_or_default())
     }
 
-    /// The optimized plan of `sql`, from the plan cache while its tables are unchanged.
+    /// The plan of `sql`, from the plan cache while its tables are unchanged: optimized,
+    /// or, for a statement with parameters, as planned (see [`Self::bind`]).
     /// The flag: it came from the cache.
     fn plan(&mut self, sql: &str) -> Result<(Arc<CachedPlan>, bool), EngineError> {
         let (cacheable, invalidates) = statement_kind(sql);
@@ -347,18 +354,25 @@ impl SqlSession {
         refuse_table_ddl(&statement)?;
         let logical = self.runtime.block_on(state.statement_to_plan(statement))?;
         refuse_writes(&logical)?;
-        let df = self
-            .runtime
-            .block_on(self.ctx.execute_logical_plan(logical))?;
-        let (state, plan) = df.into_parts();
-        let explain = matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_));
-        let plan = state.optimize(&plan)?;
-        let entries = tables_of(&plan);
+        let params = parameter_types(&logical)?;
+        let explain = matches!(logical, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_));
+        let (plan, text) = if params.is_empty() {
+            let df = self
+                .runtime
+                .block_on(self.ctx.execute_logical_plan(logical))?;
+            let (state, plan) = df.into_parts();
+            let plan = state.optimize(&plan)?;
+            let text = format!("{}", plan.display_indent());
+            (plan, text)
+        } else {
+            (logical, String::new())
+        };
         let cached = Arc::new(CachedPlan {
-            text: format!("{}", plan.display_indent()),
+            entries: tables_of(&plan),
+            text,
             plan,
-            entries,
             explain,
+            params,
         });
         if cacheable {
             let size = cached.approx_size_bytes(sql);
@@ -367,9 +381,47 @@ impl SqlSession {
         Ok((cached, false))
     }
 
-    /// Plans `sql` into the plan cache without running it.
-    pub fn prepare(&mut self, sql: &str) -> Result<(), EngineError> {
-        self.plan(sql).map(drop)
+    /// The optimized plan of a cached plan with `values` for its parameters.
+    fn bind(
+        &self,
+        cached: Arc<CachedPlan>,
+        values: Vec<ScalarValue>,
+    ) -> Result<Arc<CachedPlan>, EngineError> {
+        if cached.params.len() != values.len() {
+            return Err(EngineError::Query(DataFusionError::Plan(format!(
+                "the statement takes {} parameter(s) ($1...), {} value(s) were given",
+                cached.params.len(),
+                values.len()
+            ))));
+        }
+        if values.is_empty() {
+            return Ok(cached);
+        }
+        let values = values
+            .into_iter()
+            .zip(&cached.params)
+            .enumerate()
+            .map(|(i, (value, ty))| bind_value(i + 1, value, ty.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let plan = cached.plan.clone().with_param_values(values)?;
+        let plan = self.ctx.state().optimize(&plan)?;
+        Ok(Arc::new(CachedPlan {
+            entries: tables_of(&plan),
+            text: format!("{}", plan.display_indent()),
+            plan,
+            explain: cached.explain,
+            params: Vec::new(),
+        }))
+    }
+
+    /// Plans `sql` into the plan cache without running it: its parameters' types and
+    /// the columns it returns, what a client's Describe needs.
+    pub fn prepare(&mut self, sql: &str) -> Result<Prepared, EngineError> {
+        let (cached, _) = self.plan(sql)?;
+        Ok(Prepared {
+            params: cached.params.clone(),
+            schema: Arc::new(cached.plan.schema().as_arrow().clone()),
+        })
     }
 
     /// Runs `sql`; `use_result_cache: false` neither reads nor fills the result cache.
@@ -378,8 +430,20 @@ impl SqlSession {
         sql: &str,
         use_result_cache: bool,
     ) -> Result<QueryOutcome, EngineError> {
+        self.query_with(sql, Vec::new(), use_result_cache)
+    }
+
+    /// Runs `sql` with `params` as its `$1`, `$2`...: planned once per SQL text, each
+    /// value cast to the type its use asks for.
+    pub fn query_with(
+        &mut self,
+        sql: &str,
+        params: Vec<ScalarValue>,
+        use_result_cache: bool,
+    ) -> Result<QueryOutcome, EngineError> {
         let start = Instant::now();
         let (cached, plan_hit) = self.plan(sql)?;
+        let cached = self.bind(cached, params)?;
         let is_explain = cached.explain;
         let key = (use_result_cache && !is_explain && !cached.entries.is_empty())
             .then(|| ResultKey::from_parts(cached.text.clone(), data_version(&cached.entries)));
@@ -462,6 +526,61 @@ impl SqlSession {
     pub fn result_cache_stats(&self) -> crate::CacheStats {
         self.results.stats()
     }
+}
+
+/// A planned statement as a client describes it.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// `$1`, `$2`...: the type each is used as, `None` where nothing in the statement
+    /// says (the value's own type is used).
+    pub params: Vec<Option<DataType>>,
+    /// The columns it returns.
+    pub schema: SchemaRef,
+}
+
+/// `$1`, `$2`... of `plan` in order, each with the type its use gives it.
+fn parameter_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>, EngineError> {
+    let found = plan.get_parameter_types()?;
+    let mut params = Vec::new();
+    for (id, ty) in found {
+        let index = id
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| (1..=65_535).contains(n))
+            .ok_or_else(|| {
+                EngineError::Query(DataFusionError::Plan(format!(
+                    "parameter {id}: only positional parameters $1, $2... are supported"
+                )))
+            })?;
+        if params.len() < index {
+            params.resize(index, None);
+        }
+        params[index - 1] = ty;
+    }
+    Ok(params)
+}
+
+/// `value` as parameter `$n` of type `ty`: cast when the types differ, a NULL typed.
+fn bind_value(
+    n: usize,
+    value: ScalarValue,
+    ty: Option<&DataType>,
+) -> Result<ScalarValue, EngineError> {
+    let Some(ty) = ty else {
+        return Ok(value);
+    };
+    if value.data_type() == *ty {
+        return Ok(value);
+    }
+    if value.is_null() {
+        return Ok(ScalarValue::try_from(ty)?);
+    }
+    value.cast_to(ty).map_err(|e| {
+        EngineError::Query(DataFusionError::Plan(format!(
+            "parameter ${n}: {value} is not a {ty} ({})",
+            clean_message(&e)
+        )))
+    })
 }
 
 /// The daemon tables `plan` reads (subqueries included), as planned.
@@ -556,17 +675,7 @@ fn combined_summary(scans: &[ScanSummary]) -> ScanSummary {
     };
     let mut total = first.clone();
     for s in rest {
-        total.absorb_work(s);
-        total.files_considered += s.files_considered;
-        total.files_pruned += s.files_pruned;
-        total.row_groups_considered += s.row_groups_considered;
-        total.row_groups_pruned += s.row_groups_pruned;
-        total.files_pruned_by_partition += s.files_pruned_by_partition;
-        total.row_groups_pruned_by_stats += s.row_groups_pruned_by_stats;
-        total.row_groups_pruned_by_bloom += s.row_groups_pruned_by_bloom;
-        total.row_groups_pruned_by_page_index += s.row_groups_pruned_by_page_index;
-        total.row_groups_pruned_by_dynamic_filter += s.row_groups_pruned_by_dynamic_filter;
-        total.row_groups_skipped_by_offset += s.row_groups_skipped_by_offset;
+        total.absorb(s);
     }
     total
 }
