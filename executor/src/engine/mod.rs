@@ -424,6 +424,23 @@ impl SqlSession {
         })
     }
 
+    /// The physical plan of `sql` (no parameters), made from the plan cache's logical
+    /// plan when it has one: what a query costs before its first batch (benchmarks).
+    pub fn physical_plan(&mut self, sql: &str) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+        let (cached, _) = self.plan(sql)?;
+        let cached = self.bind(cached, Vec::new())?;
+        self.physical(&cached)
+    }
+
+    fn physical(&self, cached: &CachedPlan) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+        let state = self.ctx.state();
+        Ok(self.runtime.block_on(
+            state
+                .query_planner()
+                .create_physical_plan(&cached.plan, &state),
+        )?)
+    }
+
     /// Runs `sql`; `use_result_cache: false` neither reads nor fills the result cache.
     pub fn query(
         &mut self,
@@ -460,11 +477,8 @@ impl SqlSession {
             });
         }
         let state = self.ctx.state();
-        let plan = &cached.plan;
         let tables = &cached.entries;
-        let physical = self
-            .runtime
-            .block_on(state.query_planner().create_physical_plan(plan, &state))?;
+        let physical = self.physical(&cached)?;
         let task = Arc::new(datafusion::execution::TaskContext::from(&state));
         let batches = self
             .runtime
