@@ -79,9 +79,6 @@ pub(crate) struct BenchArgs {
     /// Only these scenarios (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// The engine of the ringscan side.
-    #[arg(long, value_enum, default_value = "datafusion")]
-    engine: super::query::Engine,
 }
 
 /// Flags of the hidden `ringscan __peer` process.
@@ -128,7 +125,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             warmup: usize::try_from(args.warmup).unwrap_or(usize::MAX),
             repeat: usize::try_from(repeat).unwrap_or(usize::MAX),
         };
-        query_suite(kind, &data, config, &args.only, args.engine)?
+        query_suite(kind, &data, config, &args.only)?
     };
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
@@ -168,7 +165,6 @@ fn query_suite(
     data: &bench_data::SuiteData,
     config: RunConfig,
     only: &[String],
-    engine: super::query::Engine,
 ) -> anyhow::Result<Value> {
     let spec = data.suite_spec(kind);
     let mut scenarios = spec.scenarios.clone();
@@ -179,7 +175,7 @@ fn query_suite(
         scenarios.retain(|s| only.contains(&s.name));
     }
     let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
-    let mut spawn = |side: &str| side_command(&exe, side, kind, &data.dir, engine).spawn();
+    let mut spawn = |side: &str| side_command(&exe, side, kind, &data.dir).spawn();
     let mut progress = |name: &str| eprintln!("ringscan bench {}: {name}", kind.name());
     let results = driver::run_sides(
         &scenarios,
@@ -209,7 +205,6 @@ fn query_suite(
         "suite": kind.name(),
         "machine": machine(),
         "config": config,
-        "engine": format!("{engine:?}").to_ascii_lowercase(),
         "data_dir": spec.data_dir,
         "data": spec.data,
         "params": spec.params,
@@ -218,26 +213,14 @@ fn query_suite(
     }))
 }
 
-fn side_command(
-    exe: &Path,
-    side: &str,
-    kind: SuiteKind,
-    dir: &Path,
-    engine: super::query::Engine,
-) -> Command {
+fn side_command(exe: &Path, side: &str, kind: SuiteKind, dir: &Path) -> Command {
     let mut cmd = Command::new(exe);
-    let engine = match engine {
-        super::query::Engine::Datafusion => "datafusion",
-        super::query::Engine::Native => "native",
-    };
     cmd.arg("__bench-side")
         .arg(side)
         .arg("--suite")
         .arg(kind.name())
         .arg("--data")
         .arg(dir)
-        .arg("--engine")
-        .arg(engine)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());

@@ -40,9 +40,9 @@ use ringscan_ipc::client::{ensure_daemon, ClientError};
 use ringscan_ipc::msg::ScanSummary;
 
 use crate::cache::ByteLru;
-use crate::exec::QueryResult;
+use crate::result::QueryOutcome;
+use crate::result::QueryResult;
 use crate::result_cache::{DataVersion, ResultCache, ResultKey};
-use crate::session::QueryOutcome;
 use catalog::DataDirSchema;
 use daemon::Daemon;
 use scan::DaemonScanExec;
@@ -455,7 +455,6 @@ impl SqlSession {
                 plan_hit,
                 result_hit: true,
                 from_statistics: false,
-                topk_late: false,
                 total_us: micros(start),
             });
         }
@@ -486,7 +485,6 @@ impl SqlSession {
                 plan_hit,
                 result_hit: false,
                 from_statistics: false,
-                topk_late: false,
                 total_us: micros(start),
             });
         }
@@ -497,17 +495,7 @@ impl SqlSession {
         });
         if let Some(key) = key {
             // A cached result must not keep a scan's ring (its whole mapping) alive.
-            let owned = crate::exec::owned_copy(Arc::clone(&result.schema), &result.batches)
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            result = Arc::new(QueryResult {
-                schema: Arc::clone(&result.schema),
-                rows,
-                batches: if owned.num_rows() > 0 {
-                    vec![owned]
-                } else {
-                    Vec::new()
-                },
-            });
+            result = Arc::new(result.owned().map_err(DataFusionError::from)?);
             self.results.insert(key, Arc::clone(&result));
         }
         Ok(QueryOutcome {
@@ -517,7 +505,6 @@ impl SqlSession {
             plan_hit,
             result_hit: false,
             from_statistics,
-            topk_late: false,
             total_us: micros(start),
         })
     }

@@ -48,8 +48,8 @@ use ringscan_ipc::msg::{Predicate, ScanRequest, ScanSummary};
 use tokio::sync::mpsc;
 
 use super::daemon::Daemon;
+use super::filter::format_predicate;
 use super::filter::physical_to_predicate;
-use crate::pushdown::format_predicate;
 
 /// Batches in flight between the ring reader and the plan.
 const CHANNEL_BATCHES: usize = 2;
@@ -395,8 +395,8 @@ impl RingReader {
                 // Whatever is downstream may keep batches: this one leaves the ring so
                 // that the daemon always has room for the next (a batch kept in the ring
                 // stops its writer from ever wrapping past it).
-                crate::exec::owned_copy(batch.schema(), std::slice::from_ref(&batch))
-                    .map_err(|e| DataFusionError::External(Box::new(e)))
+                crate::owned_copy(batch.schema(), std::slice::from_ref(&batch))
+                    .map_err(DataFusionError::from)
             } else {
                 Ok(batch)
             };
