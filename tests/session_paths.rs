@@ -208,7 +208,9 @@ const QUERIES: &[&str] = &[
     "SELECT count(*), min(i), max(i), min(f), min(s), max(s), min(ts), max(d), count(n), max(n) FROM {t}",
 ];
 
-/// Every cell as text, floats by their bits: -0.0 and 0.0, or two NaNs, differ.
+/// Every cell as text, floats by their bits but for the sign of a zero or a NaN: a
+/// footer's zero minimum is -0.0 whichever zero the column holds (the two compare
+/// equal in SQL), and NaNs are one value to DuckDB.
 fn cells(outcome: &QueryOutcome) -> (Vec<String>, Vec<String>) {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float32Type, Float64Type};
@@ -229,16 +231,20 @@ fn cells(outcome: &QueryOutcome) -> (Vec<String>, Vec<String>) {
                 } else {
                     match c.data_type() {
                         DataType::Float64 => {
-                            format!(
-                                "f64:{:x}",
-                                c.as_primitive::<Float64Type>().value(i).to_bits()
-                            )
+                            let v = c.as_primitive::<Float64Type>().value(i);
+                            match v {
+                                _ if v.is_nan() => "f64:NaN".to_owned(),
+                                0.0 => "f64:0".to_owned(),
+                                _ => format!("f64:{:x}", v.to_bits()),
+                            }
                         }
                         DataType::Float32 => {
-                            format!(
-                                "f32:{:x}",
-                                c.as_primitive::<Float32Type>().value(i).to_bits()
-                            )
+                            let v = c.as_primitive::<Float32Type>().value(i);
+                            match v {
+                                _ if v.is_nan() => "f32:NaN".to_owned(),
+                                0.0 => "f32:0".to_owned(),
+                                _ => format!("f32:{:x}", v.to_bits()),
+                            }
                         }
                         DataType::Timestamp(..) => {
                             let raw = arrow_cast::cast(&c.slice(i, 1), &DataType::Int64)

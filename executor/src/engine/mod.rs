@@ -470,7 +470,14 @@ impl SqlSession {
             .block_on(collect(Arc::clone(&physical), task))?;
         let scans = daemon_scans(&physical);
         let from_statistics = !tables.is_empty() && scans.is_empty();
-        let summary = combined_summary(&scans);
+        let mut summary = combined_summary(&scans);
+        if from_statistics {
+            // The footers that answered: every file and row group of each table.
+            for stats in tables.iter().filter_map(|t| self.daemon.statistics(t)) {
+                summary.files_considered += stats.file_count;
+                summary.row_groups_considered += stats.row_group_count;
+            }
+        }
         let schema = physical.schema();
         let rows = batches.iter().map(RecordBatch::num_rows).sum();
         if is_explain {
