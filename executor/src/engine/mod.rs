@@ -350,8 +350,9 @@ impl SqlSession {
         }
         let state = self.ctx.state();
         let dialect = state.config().options().sql_parser.dialect;
-        let statement = state.sql_to_statement(sql, &dialect)?;
+        let mut statement = state.sql_to_statement(sql, &dialect)?;
         refuse_table_ddl(&statement)?;
+        exponent_literals_as_double(&mut statement);
         let logical = self.runtime.block_on(state.statement_to_plan(statement))?;
         refuse_writes(&logical)?;
         let params = parameter_types(&logical)?;
@@ -592,6 +593,40 @@ fn refuse_table_ddl(statement: &datafusion::sql::parser::Statement) -> Result<()
         _ => return Ok(()),
     };
     Err(read_only(what))
+}
+
+/// Number literals with an exponent (`1e3`, `2.5E-3`) as `DOUBLE`s, as DuckDB reads
+/// them; the others stay exact decimals (`parse_float_as_decimal`), which DataFusion
+/// would make of these too (`1e300` is then an error).
+fn exponent_literals_as_double(statement: &mut datafusion::sql::parser::Statement) {
+    use datafusion::sql::parser::Statement;
+    use datafusion::sql::sqlparser::ast::{
+        visit_expressions_mut, CastKind, DataType, ExactNumberInfo, Expr, Value,
+    };
+    use std::ops::ControlFlow;
+    let ast = match statement {
+        Statement::Statement(s) => s.as_mut(),
+        Statement::Explain(e) => return exponent_literals_as_double(&mut e.statement),
+        _ => return,
+    };
+    let _ = visit_expressions_mut(ast, |expr| {
+        if let Expr::Value(v) = expr {
+            if let Value::Number(text, _) = &v.value {
+                if text.contains(['e', 'E']) {
+                    let mut literal = v.clone();
+                    literal.value = Value::SingleQuotedString(text.clone());
+                    *expr = Expr::Cast {
+                        kind: CastKind::Cast,
+                        expr: Box::new(Expr::Value(literal)),
+                        data_type: DataType::Double(ExactNumberInfo::None),
+                        array: false,
+                        format: None,
+                    };
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 fn read_only(what: &str) -> EngineError {
