@@ -106,9 +106,9 @@ fn data_dir(python: &Path) -> &'static Path {
     .path()
 }
 
-/// Runs `corpus` through `ringscan query` (with `engine`, when given) and DuckDB;
-/// asserts that every query agrees and that the corpus holds at least `min_queries`.
-fn corpus_agrees(test: &str, corpus: &str, engine: Option<&str>, min_queries: u64) {
+/// Runs `corpus` through `ringscan query` and DuckDB; asserts that every query agrees
+/// and that the corpus holds at least `min_queries`.
+fn corpus_agrees(test: &str, corpus: &str, min_queries: u64) {
     let Some(python) = python_or_skip(test) else {
         return;
     };
@@ -120,9 +120,6 @@ fn corpus_agrees(test: &str, corpus: &str, engine: Option<&str>, min_queries: u6
         .arg(env!("CARGO_BIN_EXE_ringscan"))
         .arg(data)
         .arg(root.join("tests/differential").join(corpus));
-    if let Some(engine) = engine {
-        cmd.arg(engine);
-    }
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -141,27 +138,12 @@ fn corpus_agrees(test: &str, corpus: &str, engine: Option<&str>, min_queries: u6
 
 #[test]
 fn corpus_matches_duckdb() {
-    corpus_agrees("corpus_matches_duckdb", "corpus.sql", None, 60);
-}
-
-#[test]
-fn corpus_matches_duckdb_through_datafusion() {
-    corpus_agrees(
-        "corpus_matches_duckdb_through_datafusion",
-        "corpus.sql",
-        Some("datafusion"),
-        60,
-    );
+    corpus_agrees("corpus_matches_duckdb", "corpus.sql", 100);
 }
 
 #[test]
 fn full_sql_corpus_matches_duckdb() {
-    corpus_agrees(
-        "full_sql_corpus_matches_duckdb",
-        "corpus_full_sql.sql",
-        Some("datafusion"),
-        40,
-    );
+    corpus_agrees("full_sql_corpus_matches_duckdb", "corpus_full_sql.sql", 50);
 }
 
 /// `ringscan query` on `data` must fail with exit 1 and a message containing `needle`.

@@ -51,7 +51,7 @@ fn write_table(data: &Path, name: &str, rows: i64, row_group_rows: usize) {
 }
 
 fn query(data: &Path, args: &[&str]) -> (bool, String, String) {
-    let mut all = vec!["query", "--engine", "datafusion"];
+    let mut all = vec!["query"];
     all.extend_from_slice(args);
     let out = ringscan(&all, data);
     (
@@ -258,7 +258,7 @@ fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
     );
     assert_eq!(prepared.schema.fields().len(), 2);
 
-    let first_row = |outcome: &ringscan_executor::session::QueryOutcome| -> (i64, Option<String>) {
+    let first_row = |outcome: &ringscan_executor::QueryOutcome| -> (i64, Option<String>) {
         let batch = outcome
             .result
             .batches
@@ -304,7 +304,7 @@ fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
             (!expected.is_empty()).then(|| expected.iter().sum::<i64>().to_string())
         );
         assert_eq!((n, s), first_row(&literal));
-        let pruned = |o: &ringscan_executor::session::QueryOutcome| {
+        let pruned = |o: &ringscan_executor::QueryOutcome| {
             o.scan.as_ref().map_or(0, |s| s.row_groups_pruned)
         };
         assert_eq!(

@@ -1,10 +1,9 @@
-//! A least-recently-used cache bounded in bytes, used for plans keyed by SQL text.
+//! A least-recently-used cache bounded in bytes: the engine's plan cache (keyed by SQL
+//! text) and result cache.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::Arc;
-
-use crate::pushdown::PhysicalPlan;
 
 /// Hit and miss counters of a cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -124,18 +123,6 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
             bytes: self.used_bytes,
             ..self.stats
         }
-    }
-}
-
-/// Plans keyed by SQL text. Clear it when a table's schema changes.
-pub type PlanCache = ByteLru<String, PhysicalPlan>;
-
-impl PhysicalPlan {
-    /// Approximate heap size of the plan, for cache accounting (the size of its debug
-    /// rendering: proportional to the number and length of names, expressions and
-    /// schema fields, which is what the plan holds).
-    pub fn approx_size_bytes(&self) -> usize {
-        format!("{self:?}").len() + std::mem::size_of::<Self>()
     }
 }
 

@@ -19,7 +19,7 @@ use arrow_array::types::*;
 use arrow_array::Array;
 use arrow_schema::{DataType, IntervalUnit, TimeUnit};
 
-use crate::exec::QueryResult;
+use crate::result::QueryResult;
 
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

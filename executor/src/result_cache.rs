@@ -1,7 +1,6 @@
 //! Finished query results, cached by plan and data version.
 //!
-//! The key is the physical plan's canonical text (its `Debug` rendering: the bound
-//! expressions, types, pushed scan and operators; two SQL texts that plan alike share
+//! The key is the optimized logical plan's text (two SQL texts that plan alike share
 //! it) plus the data version the caller read: `(path, size, mtime_ns)` of every file
 //! scanned. Any change to a file changes the key, so a stale result is never served;
 //! old versions age out of the LRU.
@@ -10,13 +9,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::cache::{ByteLru, CacheStats};
-use crate::exec::QueryResult;
-use crate::pushdown::PhysicalPlan;
+use crate::result::QueryResult;
 
 /// The files a result was computed from: `(path, size in bytes, mtime in ns)`.
 pub type DataVersion = Vec<(PathBuf, u64, i128)>;
 
-/// A result cache key; build it once per query with [`ResultKey::new`].
+/// A result cache key; build it once per query with [`ResultKey::from_parts`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ResultKey {
     plan: String,
@@ -24,12 +22,8 @@ pub struct ResultKey {
 }
 
 impl ResultKey {
-    /// The key of `plan` over data at `version` (the order of files is normalised).
-    pub fn new(plan: &PhysicalPlan, version: DataVersion) -> Self {
-        Self::from_parts(format!("{plan:?}"), version)
-    }
-
-    /// A key from a plan's canonical text (e.g. a cached rendering) and a version.
+    /// The key of a plan's canonical text over data at `version` (the order of files is
+    /// normalised).
     pub fn from_parts(plan_text: String, mut version: DataVersion) -> Self {
         version.sort();
         Self {
@@ -88,65 +82,73 @@ impl ResultCache {
 mod tests {
     use std::sync::Arc;
 
+    use arrow_array::{Int64Array, RecordBatch};
     use arrow_schema::{DataType, Field, Schema};
 
     use super::*;
-    use crate::{execute, plan_sql, scan_schema, ExecError, MemoryCatalog};
 
-    fn plan(sql: &str) -> PhysicalPlan {
-        let mut c = MemoryCatalog::default();
-        c.insert(
-            "t",
-            Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)])),
-        );
-        plan_sql(sql, &c).unwrap()
+    const PLAN: &str = "Aggregate: groupBy=[[]], aggr=[[count(Int64(1))]]\n  TableScan: t";
+
+    fn result() -> Arc<QueryResult> {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from(vec![42]))],
+        )
+        .unwrap();
+        Arc::new(QueryResult {
+            schema,
+            batches: vec![batch],
+            rows: 1,
+        })
     }
 
-    fn result(p: &PhysicalPlan) -> Arc<QueryResult> {
-        let none: Vec<Result<arrow_array::RecordBatch, ExecError>> = vec![];
-        Arc::new(execute(p, scan_schema(p), none).unwrap())
+    fn key(plan: &str, version: DataVersion) -> ResultKey {
+        ResultKey::from_parts(plan.to_owned(), version)
     }
 
     #[test]
     fn changed_version_never_serves_a_stale_result() {
-        let p = plan("SELECT count(*) FROM t");
-        let v1 = vec![(PathBuf::from("/d/a.parquet"), 100, 1_000)];
+        let v1 = vec![
+            (PathBuf::from("/d/a.parquet"), 100, 1_000),
+            (PathBuf::from("/d/b.parquet"), 7, 2_000),
+        ];
         let mut cache = ResultCache::new(1 << 20);
-        cache.insert(ResultKey::new(&p, v1.clone()), result(&p));
-        assert!(cache.get(&ResultKey::new(&p, v1.clone())).is_some());
-        // Same plan from different SQL text: same key.
-        let same = plan("SELECT count(*)\n  FROM t");
-        assert!(cache.get(&ResultKey::new(&same, v1.clone())).is_some());
+        cache.insert(key(PLAN, v1.clone()), result());
+        assert!(cache.get(&key(PLAN, v1.clone())).is_some());
+        // The files in another order: the same version.
+        let reordered: DataVersion = v1.iter().rev().cloned().collect();
+        assert!(cache.get(&key(PLAN, reordered)).is_some());
         for changed in [
             vec![(PathBuf::from("/d/a.parquet"), 101, 1_000)],
             vec![(PathBuf::from("/d/a.parquet"), 100, 1_001)],
-            vec![(PathBuf::from("/d/b.parquet"), 100, 1_000)],
+            vec![(PathBuf::from("/d/c.parquet"), 100, 1_000)],
             vec![
                 (PathBuf::from("/d/a.parquet"), 100, 1_000),
+                (PathBuf::from("/d/b.parquet"), 7, 2_000),
                 (PathBuf::from("/d/new.parquet"), 1, 1),
             ],
             vec![],
         ] {
-            assert!(cache.get(&ResultKey::new(&p, changed)).is_none());
+            assert!(cache.get(&key(PLAN, changed)).is_none());
         }
-        let other = plan("SELECT count(a) FROM t");
-        assert!(cache.get(&ResultKey::new(&other, v1)).is_none());
+        assert!(cache.get(&key("Aggregate: other", v1)).is_none());
         let s = cache.stats();
         assert_eq!((s.hits, s.entries), (2, 1));
     }
 
     #[test]
     fn bounded_by_bytes() {
-        let p = plan("SELECT count(*) FROM t");
-        let r = result(&p);
-        let key = ResultKey::new(&p, vec![(PathBuf::from("/d/a.parquet"), 0, 0)]);
-        let mut cache = ResultCache::new((r.approx_size_bytes() + key.size_bytes()) * 3);
+        let r = result();
+        let one = key(PLAN, vec![(PathBuf::from("/d/a.parquet"), 0, 0)]);
+        let entry = r.approx_size_bytes() + one.size_bytes();
+        let mut cache = ResultCache::new(entry * 3);
         for i in 0..10 {
             let v = vec![(PathBuf::from("/d/a.parquet"), i, 0)];
-            cache.insert(ResultKey::new(&p, v), r.clone());
+            cache.insert(key(PLAN, v), Arc::clone(&r));
         }
         let s = cache.stats();
         assert_eq!((s.entries, s.evictions), (3, 7));
-        assert!(s.bytes <= (r.approx_size_bytes() + key.size_bytes()) * 3);
+        assert!(s.bytes <= entry * 3);
     }
 }

@@ -34,18 +34,23 @@ pub(crate) enum Suite {
     Distinct,
     /// Shared-memory ring across two processes: throughput vs memcpy, hand-off latency.
     Ring,
+    /// TPC-H: the 22 queries on ringscan and DuckDB over tpchgen-cli's Parquet files,
+    /// answers compared, times side by side (runs the source tree's benches/tpch/run).
+    Tpch,
 }
 
 impl Suite {
-    fn kind(self) -> SuiteKind {
-        match self {
+    /// The suite the bench driver runs (`None`: TPC-H, run by its own harness).
+    fn kind(self) -> Option<SuiteKind> {
+        Some(match self {
             Self::Pushdown => SuiteKind::Pushdown,
             Self::Pages => SuiteKind::Pages,
             Self::Generate => SuiteKind::Generate,
             Self::Lookup => SuiteKind::Lookup,
             Self::Distinct => SuiteKind::Distinct,
             Self::Ring => SuiteKind::Ring,
-        }
+            Self::Tpch => return None,
+        })
     }
 }
 
@@ -76,12 +81,12 @@ pub(crate) struct BenchArgs {
     /// (generates the data first); the compare script reads this.
     #[arg(long)]
     list_json: bool,
-    /// Only these scenarios (comma-separated names).
+    /// Only these scenarios (comma-separated names; TPC-H: query numbers, e.g. 1,3,6).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// The engine of the ringscan side.
-    #[arg(long, value_enum, default_value = "datafusion")]
-    engine: super::query::Engine,
+    /// TPC-H scale factor.
+    #[arg(long, default_value_t = 1.0)]
+    sf: f64,
 }
 
 /// Flags of the hidden `ringscan __peer` process.
@@ -103,7 +108,9 @@ fn default_repeat(suite: SuiteKind) -> u64 {
 }
 
 pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let kind = args.suite.kind();
+    let Some(kind) = args.suite.kind() else {
+        return tpch(&args);
+    };
     if kind == SuiteKind::Ring {
         if args.list_json {
             println!("{}", json!({"suite": "ring", "scenarios": []}));
@@ -128,13 +135,62 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             warmup: usize::try_from(args.warmup).unwrap_or(usize::MAX),
             repeat: usize::try_from(repeat).unwrap_or(usize::MAX),
         };
-        query_suite(kind, &data, config, &args.only, args.engine)?
+        query_suite(kind, &data, config, &args.only)?
     };
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `ringscan bench tpch`: DuckDB runs beside ringscan and answers are compared, which
+/// takes Python, so this runs the harness of the source tree ringscan was built from
+/// (`benches/tpch/run`: its own virtual environment, tpchgen-cli for the data) with
+/// this executable as the ringscan side.
+fn tpch(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/tpch/run");
+    anyhow::ensure!(
+        script.is_file(),
+        "ringscan bench tpch runs {} (DuckDB beside ringscan, answers compared), which is \
+         not here: run it from a checkout of ringscan's sources",
+        script.display()
+    );
+    anyhow::ensure!(
+        args.sf > 0.0 && args.sf <= 1000.0,
+        "--sf {}: the scale factor must be above 0 and at most 1000",
+        args.sf
+    );
+    let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
+    let mut cmd = Command::new(&script);
+    cmd.arg("--sf")
+        .arg(args.sf.to_string())
+        .arg("--ringscan")
+        .arg(&exe)
+        .arg("--warmup")
+        .arg(args.warmup.to_string());
+    if let Some(repeat) = args.repeat {
+        cmd.arg("--repeat").arg(repeat.to_string());
+    }
+    if let Some(root) = &args.data {
+        cmd.arg("--data")
+            .arg(root.join(format!("tpch-sf{}", args.sf)));
+    }
+    if !args.only.is_empty() {
+        cmd.arg("--queries").arg(args.only.join(","));
+    }
+    if let Some(json) = &args.json {
+        // The harness writes PREFIX.json and PREFIX.md.
+        cmd.arg("--out").arg(json.with_extension(""));
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Cores, CPU model and memory of this machine, for every report.
@@ -168,7 +224,6 @@ fn query_suite(
     data: &bench_data::SuiteData,
     config: RunConfig,
     only: &[String],
-    engine: super::query::Engine,
 ) -> anyhow::Result<Value> {
     let spec = data.suite_spec(kind);
     let mut scenarios = spec.scenarios.clone();
@@ -179,7 +234,7 @@ fn query_suite(
         scenarios.retain(|s| only.contains(&s.name));
     }
     let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
-    let mut spawn = |side: &str| side_command(&exe, side, kind, &data.dir, engine).spawn();
+    let mut spawn = |side: &str| side_command(&exe, side, kind, &data.dir).spawn();
     let mut progress = |name: &str| eprintln!("ringscan bench {}: {name}", kind.name());
     let results = driver::run_sides(
         &scenarios,
@@ -209,7 +264,6 @@ fn query_suite(
         "suite": kind.name(),
         "machine": machine(),
         "config": config,
-        "engine": format!("{engine:?}").to_ascii_lowercase(),
         "data_dir": spec.data_dir,
         "data": spec.data,
         "params": spec.params,
@@ -218,26 +272,14 @@ fn query_suite(
     }))
 }
 
-fn side_command(
-    exe: &Path,
-    side: &str,
-    kind: SuiteKind,
-    dir: &Path,
-    engine: super::query::Engine,
-) -> Command {
+fn side_command(exe: &Path, side: &str, kind: SuiteKind, dir: &Path) -> Command {
     let mut cmd = Command::new(exe);
-    let engine = match engine {
-        super::query::Engine::Datafusion => "datafusion",
-        super::query::Engine::Native => "native",
-    };
     cmd.arg("__bench-side")
         .arg(side)
         .arg("--suite")
         .arg(kind.name())
         .arg("--data")
         .arg(dir)
-        .arg("--engine")
-        .arg(engine)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());

@@ -2,8 +2,8 @@
 //! `ringscan bench`, in its own process so that its peak RSS is its own. It serves the
 //! line protocol of `ringscan_benches::side` on stdin/stdout.
 //!
-//! The ringscan side is [`RingscanEngine`]: a session of the chosen engine on the
-//! suite's data directory, through the same daemon -> ring -> engine path as
+//! The ringscan side is [`RingscanEngine`]: a SQL session on the suite's data
+//! directory, through the same daemon -> ring -> engine path as
 //! `ringscan query`.
 
 use std::path::PathBuf;
@@ -13,7 +13,9 @@ use anyhow::Context as _;
 use ringscan_benches::suites::{self, Scenario, SuiteKind};
 use ringscan_benches::{side, Baseline, BenchError, Engine, RunOutcome};
 
-use super::query::{AnySession, Engine as QueryEngine};
+use ringscan_executor::engine::{EngineOptions, SqlSession};
+
+use super::query::open_sql_session;
 
 /// The sides `ringscan bench` runs.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -36,9 +38,6 @@ pub(crate) struct BenchSideArgs {
     /// The suite's data directory (`<root>/<suite>`, holding `.bench/params.json`).
     #[arg(long)]
     data: PathBuf,
-    /// The engine of the ringscan side.
-    #[arg(long, value_enum, default_value = "datafusion")]
-    engine: QueryEngine,
 }
 
 /// The message shown when the ringscan side cannot run.
@@ -48,14 +47,13 @@ pub(crate) const NOT_AVAILABLE: &str = "the ringscan side could not run";
 #[derive(Debug)]
 pub(crate) struct RingscanEngine {
     data_dir: PathBuf,
-    engine: QueryEngine,
-    session: Option<AnySession>,
+    session: Option<SqlSession>,
 }
 
 impl RingscanEngine {
-    fn session(&mut self) -> Result<&mut AnySession, BenchError> {
+    fn session(&mut self) -> Result<&mut SqlSession, BenchError> {
         if self.session.is_none() {
-            let session = AnySession::open(self.engine, &self.data_dir)
+            let session = open_sql_session(&self.data_dir, &EngineOptions::default())
                 .map_err(|e| BenchError::NotAvailable(format!("{e:#}")))?;
             self.session = Some(session);
         }
@@ -72,7 +70,7 @@ impl Engine for RingscanEngine {
         // Plans now (plan cache), so that the timed runs measure what a warm host does.
         self.session()?
             .prepare(&scenario.sql)
-            .map_err(|e| BenchError::NotAvailable(format!("planning {}: {e:#}", scenario.name)))?;
+            .map_err(|e| BenchError::NotAvailable(format!("planning {}: {e}", scenario.name)))?;
         Ok(())
     }
 
@@ -133,7 +131,6 @@ pub(crate) fn run(args: BenchSideArgs) -> anyhow::Result<ExitCode> {
         SideKind::Baseline => Box::new(Baseline::new(&args.data)),
         SideKind::Ringscan => Box::new(RingscanEngine {
             data_dir: args.data.clone(),
-            engine: args.engine,
             session: None,
         }),
     };

@@ -86,7 +86,8 @@ const DEMO_QUERIES: &[&str] = &[
 
 /// Runs [`DEMO_QUERIES`] through a session, each twice, with what the scan did.
 fn run_queries(data: &Path) -> anyhow::Result<()> {
-    let mut session = super::query::AnySession::open(super::query::Engine::Datafusion, data)?;
+    let mut session =
+        super::query::open_sql_session(data, &ringscan_executor::engine::EngineOptions::default())?;
     println!("\nqueries (IO daemon -> shared-memory ring -> executor):");
     for sql in DEMO_QUERIES {
         println!("\n> {sql}");

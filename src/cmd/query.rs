@@ -13,8 +13,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use ringscan_executor::engine::{EngineOptions, SqlSession};
 use ringscan_executor::format::{write_csv, write_json, write_table};
-use ringscan_executor::session::{QueryOutcome, Session, SessionOptions};
-use ringscan_executor::{owned_copy, QueryResult};
+use ringscan_executor::{QueryOutcome, QueryResult};
 use ringscan_ipc::msg::ScanSummary;
 use serde_json::{json, Map, Value};
 
@@ -33,16 +32,6 @@ pub(crate) enum Format {
     Csv,
     /// One JSON object per row, one per line.
     Json,
-}
-
-/// Which engine answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Engine {
-    /// DataFusion plans and executes; the daemon scans (full SQL).
-    Datafusion,
-    /// The earlier hand-written single-table executor (for comparison while it is
-    /// phased out).
-    Native,
 }
 
 /// Arguments of `ringscan query`.
@@ -79,58 +68,10 @@ pub(crate) struct QueryArgs {
     /// of it as they arrive).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     ring_mib: u32,
-    /// The engine that plans and executes the query.
-    #[arg(long, value_enum, default_value = "datafusion")]
-    engine: Engine,
     /// Memory for joins, sorts and aggregations before they spill to disk, in MiB
     /// [default: half the machine's memory].
     #[arg(long, value_parser = clap::value_parser!(u64).range(16..))]
     memory_limit_mib: Option<u64>,
-}
-
-/// A session of either engine.
-#[derive(Debug)]
-pub(crate) enum AnySession {
-    Sql(SqlSession),
-    Native(Session),
-}
-
-impl AnySession {
-    /// Opens a session of `engine` on `data` (default sizes), starting its daemon if
-    /// none answers.
-    pub(crate) fn open(engine: Engine, data: &Path) -> anyhow::Result<Self> {
-        Ok(match engine {
-            Engine::Datafusion => Self::Sql(open_sql_session(data, &EngineOptions::default())?),
-            Engine::Native => Self::Native(open_session(data)?),
-        })
-    }
-
-    /// Plans `sql` into the plan cache without running it.
-    pub(crate) fn prepare(&mut self, sql: &str) -> anyhow::Result<()> {
-        match self {
-            Self::Sql(s) => drop(s.prepare(sql)?),
-            Self::Native(s) => drop(s.plan(sql)?),
-        }
-        Ok(())
-    }
-
-    pub(crate) fn query(
-        &mut self,
-        sql: &str,
-        use_result_cache: bool,
-    ) -> anyhow::Result<QueryOutcome> {
-        Ok(match self {
-            Self::Sql(s) => s.query(sql, use_result_cache)?,
-            Self::Native(s) => s.query(sql, use_result_cache)?,
-        })
-    }
-
-    fn explain(&mut self, sql: &str) -> anyhow::Result<String> {
-        Ok(match self {
-            Self::Sql(s) => s.explain(sql)?,
-            Self::Native(s) => s.explain(sql)?,
-        })
-    }
 }
 
 /// Latency percentiles over the repeats, microseconds.
@@ -159,21 +100,7 @@ impl Latency {
     }
 }
 
-/// Opens a native-engine session on `data`, starting its daemon if none answers.
-pub(crate) fn open_session(data: &Path) -> anyhow::Result<Session> {
-    open_session_with(data, &SessionOptions::default())
-}
-
-/// Opens a native-engine session on `data` with `options`, starting its daemon if none
-/// answers.
-fn open_session_with(data: &Path, options: &SessionOptions) -> anyhow::Result<Session> {
-    let exe = daemon_exe(data)?;
-    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT);
-    Session::open(data, &spawn, options)
-        .with_context(|| format!("cannot reach the IO daemon of {}", data.display()))
-}
-
-/// Opens a SQL (DataFusion) session on `data`, starting its daemon if none answers.
+/// Opens a SQL session on `data`, starting its daemon if none answers.
 pub(crate) fn open_sql_session(data: &Path, options: &EngineOptions) -> anyhow::Result<SqlSession> {
     let exe = daemon_exe(data)?;
     let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT);
@@ -196,25 +123,14 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     let data = data_dir(args.data.as_deref());
     let recorder = start_recording("query", std::env::args().skip(2).collect());
     let ring_capacity_bytes = args.ring_mib as usize * (1 << 20);
-    let mut session = match args.engine {
-        Engine::Datafusion => {
-            let mut options = EngineOptions {
-                ring_capacity_bytes,
-                ..EngineOptions::default()
-            };
-            if let Some(mib) = args.memory_limit_mib {
-                options.memory_limit_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
-            }
-            AnySession::Sql(open_sql_session(&data, &options)?)
-        }
-        Engine::Native => AnySession::Native(open_session_with(
-            &data,
-            &SessionOptions {
-                ring_capacity_bytes,
-                ..SessionOptions::default()
-            },
-        )?),
+    let mut options = EngineOptions {
+        ring_capacity_bytes,
+        ..EngineOptions::default()
     };
+    if let Some(mib) = args.memory_limit_mib {
+        options.memory_limit_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+    }
+    let mut session = open_sql_session(&data, &options)?;
     if args.explain {
         println!("{}", session.explain(&args.sql)?);
         return Ok(std::process::ExitCode::SUCCESS);
@@ -233,17 +149,7 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
             if args.repeat > 1 {
                 // Printed at the end: copied out of the ring now (outside the timing),
                 // so that the next run's scan can reuse the ring.
-                let result = &outcome.result;
-                let owned = owned_copy(Arc::clone(&result.schema), &result.batches)?;
-                outcome.result = Arc::new(QueryResult {
-                    schema: Arc::clone(&result.schema),
-                    batches: if owned.num_rows() > 0 {
-                        vec![owned]
-                    } else {
-                        Vec::new()
-                    },
-                    rows: result.rows,
-                });
+                outcome.result = Arc::new(outcome.result.owned()?);
             }
             first = Some(outcome);
         } else {
@@ -378,12 +284,6 @@ fn print_stats(
     }
     if first.from_statistics {
         eprintln!("answered from Parquet statistics: no column data read, no row decoded");
-    }
-    if first.topk_late {
-        eprintln!(
-            "top-k late materialization: a first scan of the sort key, then the other \
-             columns only where the k-th key allows (figures above: both scans)"
-        );
     }
     let t = &s.timings;
     eprintln!(

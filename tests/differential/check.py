@@ -1,7 +1,6 @@
 """Runs every query of a corpus through ringscan and DuckDB and compares the results.
 
-Usage: check.py RINGSCAN_BIN DATA_DIR CORPUS_SQL [ENGINE]
-ENGINE, when given, is passed as `ringscan query --engine ENGINE`.
+Usage: check.py RINGSCAN_BIN DATA_DIR CORPUS_SQL
 Prints one line per mismatch and a JSON summary last; exits 1 when any query differs or
 fails in exactly one engine.
 
@@ -100,10 +99,8 @@ def sort_key(row):
     return tuple(k(v) for v in row)
 
 
-def run_ringscan(binary, data_dir, sql, engine):
+def run_ringscan(binary, data_dir, sql):
     argv = [binary, "query", "--data", data_dir, "--format", "json"]
-    if engine:
-        argv += ["--engine", engine]
     proc = subprocess.run(
         argv + [sql],
         capture_output=True,
@@ -145,7 +142,6 @@ def compare(sql, duck_rows, ring_rows):
 
 def main():
     binary, data_dir, corpus = sys.argv[1], sys.argv[2], sys.argv[3]
-    engine = sys.argv[4] if len(sys.argv) > 4 else None
     con = duck_connection(data_dir)
     failures = []
     queries = statements(corpus)
@@ -155,7 +151,7 @@ def main():
             duck_error = None
         except duckdb.Error as e:
             duck_rows, duck_error = None, str(e)
-        ring_rows, ring_error = run_ringscan(binary, data_dir, sql, engine)
+        ring_rows, ring_error = run_ringscan(binary, data_dir, sql)
         if duck_error and ring_error:
             problem = None  # both refuse: fine, though the corpus should not hold these
         elif duck_error:

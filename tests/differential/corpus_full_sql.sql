@@ -62,3 +62,15 @@ SELECT x + 1, x * 2, x - 3 FROM (VALUES (1), (2), (NULL)) t(x) ORDER BY x;
 SELECT CAST(x AS BIGINT) AS c FROM (VALUES (2.5::DOUBLE), (3.5::DOUBLE), (-2.5::DOUBLE), (0.49::DOUBLE)) t(x) ORDER BY x;
 SELECT CAST(x AS INTEGER) AS c FROM (VALUES (2.5), (3.5), (-2.5), (-2.4)) t(x) ORDER BY x;
 SELECT g, sum(v) OVER (ORDER BY g ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running FROM (VALUES (1, 9223372036854775000), (2, 9223372036854775000), (3, 7)) t(g, v) ORDER BY g;
+
+-- A double meeting a decimal is a double (DataFusion would cast the double to
+-- DECIMAL(30,15): an error on NaN, infinity and values past 10^15); exponent
+-- literals are doubles.
+SELECT x FROM (SELECT CAST('NaN' AS DOUBLE) AS x UNION ALL SELECT 0.5 UNION ALL SELECT CAST('1e300' AS DOUBLE) UNION ALL SELECT 2.25) t ORDER BY x;
+SELECT coalesce(CAST('NaN' AS DOUBLE), 0.5) AS c, CASE WHEN 1 = 1 THEN CAST('inf' AS DOUBLE) ELSE 0.5 END AS k, greatest(CAST('1e300' AS DOUBLE), 0.5) AS g;
+SELECT CAST('NaN' AS DOUBLE) > 0.5 AS a, CAST('1e300' AS DOUBLE) BETWEEN 0.5 AND 1.5 AS b, CAST('-inf' AS DOUBLE) IN (0.5, 2.5) AS c;
+SELECT 1e3 AS a, 2.5e-3 AS b, -1E2 AS c, 1e300 > 0.5 AS d;
+SELECT count(*) FROM ohlcv WHERE close BETWEEN 450.25 AND 460.75 OR close IN (455.5, 470.25);
+SELECT symbol, min(close * 1.5) AS lo, max(close + 0.25) AS hi FROM ohlcv GROUP BY symbol ORDER BY symbol;
+SELECT min(x) AS lo, max(x) AS hi FROM (VALUES (CAST('NaN' AS DOUBLE)), (CAST(-1 AS DOUBLE)), (CAST(7 AS DOUBLE))) t(x);
+SELECT x FROM (VALUES (CAST('NaN' AS DOUBLE)), (CAST(-1 AS DOUBLE)), (CAST('-inf' AS DOUBLE))) t(x) ORDER BY x DESC;

@@ -324,6 +324,81 @@ pub(crate) fn physical_to_predicate(e: &dyn PhysicalExpr, schema: &Schema) -> Op
     }
 }
 
+/// Renders a pushed predicate as SQL-like text (EXPLAIN).
+pub(crate) fn format_predicate(p: &Predicate) -> String {
+    let join = |v: &[Predicate], sep: &str| {
+        let parts: Vec<String> = v.iter().map(format_predicate).collect();
+        format!("({})", parts.join(sep))
+    };
+    let not = |n: bool| if n { "NOT " } else { "" };
+    match p {
+        Predicate::Compare { left, op, right } => {
+            let op = match op {
+                CmpOp::Eq => "=",
+                CmpOp::NotEq => "<>",
+                CmpOp::Lt => "<",
+                CmpOp::LtEq => "<=",
+                CmpOp::Gt => ">",
+                CmpOp::GtEq => ">=",
+            };
+            format!("({} {op} {})", fmt_operand(left), fmt_operand(right))
+        }
+        Predicate::And(v) => join(v, " AND "),
+        Predicate::Or(v) => join(v, " OR "),
+        Predicate::Not(inner) => format!("(NOT {})", format_predicate(inner)),
+        Predicate::InList {
+            expr,
+            list,
+            negated,
+        } => {
+            let items: Vec<String> = list.iter().map(fmt_literal).collect();
+            format!(
+                "({} {}IN ({}))",
+                fmt_operand(expr),
+                not(*negated),
+                items.join(", ")
+            )
+        }
+        Predicate::Between {
+            expr,
+            low,
+            high,
+            negated,
+        } => format!(
+            "({} {}BETWEEN {} AND {})",
+            fmt_operand(expr),
+            not(*negated),
+            fmt_literal(low),
+            fmt_literal(high)
+        ),
+        Predicate::IsNull { expr, negated } => {
+            format!("({} IS {}NULL)", fmt_operand(expr), not(*negated))
+        }
+    }
+}
+
+fn fmt_literal(l: &Literal) -> String {
+    match l {
+        Literal::Null => "NULL".into(),
+        Literal::Bool(b) => (if *b { "TRUE" } else { "FALSE" }).into(),
+        Literal::Int(v) => v.to_string(),
+        Literal::UInt(v) => v.to_string(),
+        Literal::Float(v) => format!("{v:?}"),
+        Literal::Utf8(s) => format!("'{}'", s.replace('\'', "''")),
+        Literal::Date32(d) => format!("DATE '{}'", crate::temporal::format_date(*d)),
+        Literal::TimestampMicros(t) => {
+            format!("TIMESTAMP '{}'", crate::temporal::format_timestamp(*t))
+        }
+    }
+}
+
+fn fmt_operand(o: &Operand) -> String {
+    match o {
+        Operand::Column(c) => c.clone(),
+        Operand::Literal(l) => fmt_literal(l),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

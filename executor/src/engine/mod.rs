@@ -40,9 +40,9 @@ use ringscan_ipc::client::{ensure_daemon, ClientError};
 use ringscan_ipc::msg::ScanSummary;
 
 use crate::cache::ByteLru;
-use crate::exec::QueryResult;
+use crate::result::QueryOutcome;
+use crate::result::QueryResult;
 use crate::result_cache::{DataVersion, ResultCache, ResultKey};
-use crate::session::QueryOutcome;
 use catalog::DataDirSchema;
 use daemon::Daemon;
 use scan::DaemonScanExec;
@@ -350,8 +350,9 @@ impl SqlSession {
         }
         let state = self.ctx.state();
         let dialect = state.config().options().sql_parser.dialect;
-        let statement = state.sql_to_statement(sql, &dialect)?;
+        let mut statement = state.sql_to_statement(sql, &dialect)?;
         refuse_table_ddl(&statement)?;
+        exponent_literals_as_double(&mut statement);
         let logical = self.runtime.block_on(state.statement_to_plan(statement))?;
         refuse_writes(&logical)?;
         let params = parameter_types(&logical)?;
@@ -472,7 +473,6 @@ impl SqlSession {
                 plan_hit,
                 result_hit: true,
                 from_statistics: false,
-                topk_late: false,
                 total_us: micros(start),
             });
         }
@@ -485,7 +485,14 @@ impl SqlSession {
             .block_on(collect(Arc::clone(&physical), task))?;
         let scans = daemon_scans(&physical);
         let from_statistics = !tables.is_empty() && scans.is_empty();
-        let summary = combined_summary(&scans);
+        let mut summary = combined_summary(&scans);
+        if from_statistics {
+            // The footers that answered: every file and row group of each table.
+            for stats in tables.iter().filter_map(|t| self.daemon.statistics(t)) {
+                summary.files_considered += stats.file_count;
+                summary.row_groups_considered += stats.row_group_count;
+            }
+        }
         let schema = physical.schema();
         let rows = batches.iter().map(RecordBatch::num_rows).sum();
         if is_explain {
@@ -500,7 +507,6 @@ impl SqlSession {
                 plan_hit,
                 result_hit: false,
                 from_statistics: false,
-                topk_late: false,
                 total_us: micros(start),
             });
         }
@@ -511,17 +517,7 @@ impl SqlSession {
         });
         if let Some(key) = key {
             // A cached result must not keep a scan's ring (its whole mapping) alive.
-            let owned = crate::exec::owned_copy(Arc::clone(&result.schema), &result.batches)
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            result = Arc::new(QueryResult {
-                schema: Arc::clone(&result.schema),
-                rows,
-                batches: if owned.num_rows() > 0 {
-                    vec![owned]
-                } else {
-                    Vec::new()
-                },
-            });
+            result = Arc::new(result.owned().map_err(DataFusionError::from)?);
             self.results.insert(key, Arc::clone(&result));
         }
         Ok(QueryOutcome {
@@ -531,7 +527,6 @@ impl SqlSession {
             plan_hit,
             result_hit: false,
             from_statistics,
-            topk_late: false,
             total_us: micros(start),
         })
     }
@@ -612,6 +607,40 @@ fn refuse_table_ddl(statement: &datafusion::sql::parser::Statement) -> Result<()
         _ => return Ok(()),
     };
     Err(read_only(what))
+}
+
+/// Number literals with an exponent (`1e3`, `2.5E-3`) as `DOUBLE`s, as DuckDB reads
+/// them; the others stay exact decimals (`parse_float_as_decimal`), which DataFusion
+/// would make of these too (`1e300` is then an error).
+fn exponent_literals_as_double(statement: &mut datafusion::sql::parser::Statement) {
+    use datafusion::sql::parser::Statement;
+    use datafusion::sql::sqlparser::ast::{
+        visit_expressions_mut, CastKind, DataType, ExactNumberInfo, Expr, Value,
+    };
+    use std::ops::ControlFlow;
+    let ast = match statement {
+        Statement::Statement(s) => s.as_mut(),
+        Statement::Explain(e) => return exponent_literals_as_double(&mut e.statement),
+        _ => return,
+    };
+    let _ = visit_expressions_mut(ast, |expr| {
+        if let Expr::Value(v) = expr {
+            if let Value::Number(text, _) = &v.value {
+                if text.contains(['e', 'E']) {
+                    let mut literal = v.clone();
+                    literal.value = Value::SingleQuotedString(text.clone());
+                    *expr = Expr::Cast {
+                        kind: CastKind::Cast,
+                        expr: Box::new(Expr::Value(literal)),
+                        data_type: DataType::Double(ExactNumberInfo::None),
+                        array: false,
+                        format: None,
+                    };
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 fn read_only(what: &str) -> EngineError {

@@ -16,6 +16,11 @@
 //!   wrong answers). They become [`CheckedIntegerOp`] calls, Arrow's checked kernels.
 //! - `sum` of integers never overflows in DuckDB (a `HUGEINT`); DataFusion's wraps. The
 //!   argument is cast to `DECIMAL(38,0)` (128-bit, exact): the sum is a `DECIMAL(38,0)`.
+//! - A float meeting a decimal (`close > 450.5`, where `450.5` is a decimal literal;
+//!   `coalesce(f, 0.5)`, `CASE`, `IN`, `BETWEEN`) is a `DOUBLE` in DuckDB; DataFusion
+//!   casts the float to `DECIMAL(30,15)`, which fails on NaN, infinities and values
+//!   past 10^15, and costs a decimal conversion per row. The decimal side is cast to
+//!   `Float64`; so is a decimal column of a `UNION` whose other inputs give a float.
 
 use std::sync::Arc;
 
@@ -64,6 +69,14 @@ impl AnalyzerRule for DuckDbSemantics {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         plan.transform_up_with_subqueries(|node| {
+            let node = match double_union(node)? {
+                Transformed {
+                    data,
+                    transformed: true,
+                    ..
+                } => return Ok(Transformed::yes(data)),
+                t => t.data,
+            };
             let mut schema = DFSchema::empty();
             for input in node.inputs() {
                 schema.merge(input.schema());
@@ -112,6 +125,79 @@ impl DuckDbSemantics {
                 Ok(Transformed::yes(Expr::ScalarFunction(
                     ScalarFunction::new_udf(Arc::clone(udf), vec![*left, *right]),
                 )))
+            }
+            Expr::BinaryExpr(BinaryExpr { left, op, right })
+                if !matches!(op, Operator::And | Operator::Or)
+                    && mixes_float_and_decimal(&[type_of(&left), type_of(&right)]) =>
+            {
+                Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+                    left: Box::new(decimal_as_double(*left, &type_of)),
+                    op,
+                    right: Box::new(decimal_as_double(*right, &type_of)),
+                })))
+            }
+            Expr::Between(mut b)
+                if mixes_float_and_decimal(&[
+                    type_of(&b.expr),
+                    type_of(&b.low),
+                    type_of(&b.high),
+                ]) =>
+            {
+                b.expr = Box::new(decimal_as_double(*b.expr, &type_of));
+                b.low = Box::new(decimal_as_double(*b.low, &type_of));
+                b.high = Box::new(decimal_as_double(*b.high, &type_of));
+                Ok(Transformed::yes(Expr::Between(b)))
+            }
+            Expr::InList(mut l)
+                if mixes_float_and_decimal(
+                    &std::iter::once(&*l.expr)
+                        .chain(&l.list)
+                        .map(&type_of)
+                        .collect::<Vec<_>>(),
+                ) =>
+            {
+                l.expr = Box::new(decimal_as_double(*l.expr, &type_of));
+                l.list = l
+                    .list
+                    .into_iter()
+                    .map(|e| decimal_as_double(e, &type_of))
+                    .collect();
+                Ok(Transformed::yes(Expr::InList(l)))
+            }
+            Expr::Case(mut c)
+                if mixes_float_and_decimal(
+                    &c.when_then_expr
+                        .iter()
+                        .map(|(_, then)| &**then)
+                        .chain(c.else_expr.as_deref())
+                        .map(&type_of)
+                        .collect::<Vec<_>>(),
+                ) =>
+            {
+                c.when_then_expr = c
+                    .when_then_expr
+                    .into_iter()
+                    .map(|(when, then)| (when, Box::new(decimal_as_double(*then, &type_of))))
+                    .collect();
+                c.else_expr = c
+                    .else_expr
+                    .map(|e| Box::new(decimal_as_double(*e, &type_of)));
+                Ok(Transformed::yes(Expr::Case(c)))
+            }
+            Expr::ScalarFunction(mut f)
+                if matches!(
+                    f.func.name(),
+                    "coalesce" | "nullif" | "greatest" | "least" | "nvl" | "ifnull"
+                ) && mixes_float_and_decimal(
+                    &f.args.iter().map(&type_of).collect::<Vec<_>>(),
+                ) =>
+            {
+                f.args = f
+                    .args
+                    .into_iter()
+                    .map(|e| decimal_as_double(e, &type_of))
+                    .collect();
+                Ok(Transformed::yes(Expr::ScalarFunction(f)))
             }
             Expr::AggregateFunction(mut agg) => {
                 match aggregate_argument(agg.func.name(), &agg.params.args, &type_of) {
@@ -178,6 +264,85 @@ fn aggregate_argument(
         _ => return None,
     };
     Some(Expr::Cast(Cast::new(Box::new(arg.clone()), to)))
+}
+
+/// A `UNION` whose column is a float in one input and a decimal in another, with the
+/// decimal inputs' column cast to `Float64` (DuckDB's type; DataFusion's would be a
+/// decimal that NaN and large floats do not fit).
+fn double_union(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+    use datafusion::logical_expr::{LogicalPlanBuilder, Union};
+    let LogicalPlan::Union(union) = &node else {
+        return Ok(Transformed::no(node));
+    };
+    let width = union.schema.fields().len();
+    let to_double: Vec<bool> = (0..width)
+        .map(|i| {
+            let types: Vec<Option<DataType>> = union
+                .inputs
+                .iter()
+                .map(|input| {
+                    input
+                        .schema()
+                        .fields()
+                        .get(i)
+                        .map(|f| f.data_type().clone())
+                })
+                .collect();
+            mixes_float_and_decimal(&types)
+        })
+        .collect();
+    if !to_double.contains(&true) {
+        return Ok(Transformed::no(node));
+    }
+    let inputs = union
+        .inputs
+        .iter()
+        .map(|input| {
+            let exprs: Vec<Expr> = input
+                .schema()
+                .iter()
+                .zip(&to_double)
+                .map(|((qualifier, field), &cast)| {
+                    let column = Expr::Column(datafusion::common::Column::new(
+                        qualifier.cloned(),
+                        field.name(),
+                    ));
+                    if cast && is_decimal(Some(field.data_type().clone())) {
+                        as_double(column).alias(field.name())
+                    } else {
+                        column
+                    }
+                })
+                .collect();
+            LogicalPlanBuilder::from(input.as_ref().clone())
+                .project(exprs)?
+                .build()
+                .map(Arc::new)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Transformed::yes(LogicalPlan::Union(
+        Union::try_new_with_loose_types(inputs)?,
+    )))
+}
+
+/// Whether a float and a decimal meet among `types`.
+fn mixes_float_and_decimal(types: &[Option<DataType>]) -> bool {
+    let float = types.iter().any(|t| {
+        matches!(
+            t,
+            Some(DataType::Float16 | DataType::Float32 | DataType::Float64)
+        )
+    });
+    float && types.iter().any(|t| is_decimal(t.clone()))
+}
+
+/// `e` as a `DOUBLE` when it is a decimal, else `e`.
+fn decimal_as_double(e: Expr, type_of: &dyn Fn(&Expr) -> Option<DataType>) -> Expr {
+    if is_decimal(type_of(&e)) {
+        as_double(e)
+    } else {
+        e
+    }
 }
 
 fn is_integer(t: Option<DataType>) -> bool {

@@ -48,8 +48,8 @@ use ringscan_ipc::msg::{Predicate, ScanRequest, ScanSummary};
 use tokio::sync::mpsc;
 
 use super::daemon::Daemon;
+use super::filter::format_predicate;
 use super::filter::physical_to_predicate;
-use crate::pushdown::format_predicate;
 
 /// Batches in flight between the ring reader and the plan.
 const CHANNEL_BATCHES: usize = 2;
@@ -372,6 +372,53 @@ struct RingReader {
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
 }
 
+/// `column` with every NaN made the positive quiet NaN. DuckDB orders any NaN above
+/// every number; DataFusion orders floats by their bits (`total_cmp`), which puts a NaN
+/// with its sign bit set (what `0.0 / 0.0` gives on x86) below every number, so
+/// `min`, `ORDER BY` and top-k would differ. A column without such a NaN is returned
+/// as it is (no copy; one pass to look).
+fn positive_nans(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type};
+    use arrow_schema::DataType;
+    match column.data_type() {
+        DataType::Float64 => {
+            let values = column.as_primitive::<Float64Type>();
+            if values
+                .values()
+                .iter()
+                .any(|v| v.is_nan() && v.is_sign_negative())
+            {
+                return Arc::new(values.unary::<_, Float64Type>(|v| {
+                    if v.is_nan() {
+                        f64::NAN
+                    } else {
+                        v
+                    }
+                }));
+            }
+        }
+        DataType::Float32 => {
+            let values = column.as_primitive::<Float32Type>();
+            if values
+                .values()
+                .iter()
+                .any(|v| v.is_nan() && v.is_sign_negative())
+            {
+                return Arc::new(values.unary::<_, Float32Type>(|v| {
+                    if v.is_nan() {
+                        f32::NAN
+                    } else {
+                        v
+                    }
+                }));
+            }
+        }
+        _ => {}
+    }
+    Arc::clone(column)
+}
+
 impl RingReader {
     fn read(
         &self,
@@ -395,8 +442,8 @@ impl RingReader {
                 // Whatever is downstream may keep batches: this one leaves the ring so
                 // that the daemon always has room for the next (a batch kept in the ring
                 // stops its writer from ever wrapping past it).
-                crate::exec::owned_copy(batch.schema(), std::slice::from_ref(&batch))
-                    .map_err(|e| DataFusionError::External(Box::new(e)))
+                crate::owned_copy(batch.schema(), std::slice::from_ref(&batch))
+                    .map_err(DataFusionError::from)
             } else {
                 Ok(batch)
             };
@@ -405,7 +452,7 @@ impl RingReader {
             let batch = batch.and_then(|b| {
                 RecordBatch::try_new_with_options(
                     Arc::clone(&self.schema),
-                    b.columns().to_vec(),
+                    b.columns().iter().map(positive_nans).collect(),
                     &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
                 )
                 .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
