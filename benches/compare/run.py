@@ -37,8 +37,6 @@ TARGET = os.environ.get("RINGSCAN_TARGET") or os.environ.get("CARGO_TARGET_DIR")
 QUERY_SUITES = ["pushdown", "pages", "lookup", "distinct"]
 ALL_SUITES = QUERY_SUITES + ["generate", "ring"]
 ENGINES = ["ringscan", "duckdb", "polars", "baseline"]
-# Also runnable: "ringscan-native", ringscan with its hand-written planner
-# (`--engine native`) instead of DataFusion, to compare the two engines in one run.
 NOT_AVAILABLE = "ringscan query is not available in this build"
 REPLY_TIMEOUT_S = 600
 DEFAULT_REPEAT = {"pushdown": 50, "pages": 10, "lookup": 200, "distinct": 5}
@@ -135,9 +133,8 @@ class ProtocolEngine:
 class RingscanEngine:
     """`ringscan query --repeat K --stats-json F` per chunk; in-engine latency from F."""
 
-    def __init__(self, exe, data_dir, cold_cmd, warmup=0, engine=None):
+    def __init__(self, exe, data_dir, cold_cmd, warmup=0):
         self.exe = exe
-        self.engine = engine
         self.data_dir = data_dir
         self.cold_cmd = cold_cmd
         self.warmup = warmup
@@ -159,8 +156,6 @@ class RingscanEngine:
             stats_path = f.name
         argv = [self.exe, "query", "--data", self.data_dir, "--format", "csv",
                 "--repeat", str(n), "--stats-json", stats_path]
-        if self.engine:
-            argv += ["--engine", self.engine]
         if not scenario.get("cold") and self.warmup > 0:
             # Each call is a new executor process: warm its session in that process, as
             # the other engines' persistent workers were warmed once (--warmup).
@@ -254,15 +249,14 @@ def make_engine(name, args, spec, spec_path):
     if name == "baseline":
         return ProtocolEngine(name, [args.ringscan, "__bench-side", "baseline", "--suite",
                                      spec["suite"], "--data", spec["data_dir"]])
-    engine = "native" if name == "ringscan-native" else None
-    return RingscanEngine(args.ringscan, spec["data_dir"], args.cold_cmd, args.warmup, engine)
+    return RingscanEngine(args.ringscan, spec["data_dir"], args.cold_cmd, args.warmup)
 
 
 def run_scenario(args, spec, spec_path, scenario, engines, repeat):
     live, results = {}, {}
     for name in engines:
         results[name] = {"samples": [], "rows": None, "bytes_read": None, "error": None, "peak_rss_bytes": None}
-        if name.startswith("ringscan") and not args.ringscan_ok:
+        if name == "ringscan" and not args.ringscan_ok:
             results[name]["error"] = NOT_AVAILABLE
             continue
         try:
@@ -308,7 +302,7 @@ def run_scenario(args, spec, spec_path, scenario, engines, repeat):
     for name, e in live.items():
         results[name]["peak_rss_bytes"] = e.peak_rss()
         e.close()
-        if name.startswith("ringscan"):
+        if name == "ringscan":
             results[name]["latency"] = merge_ringscan(e.stats) if not results[name]["error"] else None
             results[name]["ringscan_stats"] = e.stats[-1] if e.stats else None
     for name, r in results.items():
