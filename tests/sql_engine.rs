@@ -342,3 +342,44 @@ fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
         .expect_err("text for a BIGINT");
     assert!(bad.to_string().contains("parameter $1"), "message: {bad}");
 }
+
+/// A session keeps each query's physical plan and runs it again (reset): every re-run
+/// gives the same rows and reports its own scan, not the sum of all runs; a plan whose
+/// scan takes a dynamic filter (top-k) is planned anew and still right.
+#[test]
+fn kept_physical_plans_rerun_with_their_own_scan_figures() {
+    use ringscan_executor::engine::{EngineOptions, SqlSession};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    write_table(data, "t", 20_000, 2_000);
+    let _guard = DaemonGuard(data);
+    let started = ringscan(&["daemon", "start"], data);
+    assert!(started.status.success(), "daemon start: {started:?}");
+    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
+    let mut session =
+        SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session");
+    let text = |o: &ringscan_executor::QueryOutcome| {
+        let mut out = Vec::new();
+        ringscan_executor::format::write_csv(&mut out, &o.result).expect("csv");
+        String::from_utf8(out).expect("utf8")
+    };
+    for sql in [
+        "SELECT g, count(*), sum(k) FROM t WHERE k >= 5000 GROUP BY g ORDER BY g",
+        "SELECT a.g, count(*) FROM t a JOIN t b ON a.k = b.k + 1 WHERE a.k < 3000 GROUP BY a.g ORDER BY a.g",
+        "SELECT k, s FROM t ORDER BY x DESC LIMIT 3",
+    ] {
+        let first = session.query(sql, false).expect(sql);
+        let first_scan = first.scan.clone().expect("scan summary");
+        for run in 0..3 {
+            let again = session.query(sql, false).expect(sql);
+            assert!(again.plan_hit, "{sql}");
+            assert_eq!(text(&again), text(&first), "run {run} of {sql}");
+            let scan = again.scan.clone().expect("scan summary");
+            assert_eq!(
+                (scan.row_groups_considered, scan.rows_emitted),
+                (first_scan.row_groups_considered, first_scan.rows_emitted),
+                "run {run} of {sql}: the scan's own figures"
+            );
+        }
+    }
+}

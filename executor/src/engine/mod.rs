@@ -22,7 +22,7 @@ mod scan;
 mod table;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, RecordBatch, StringArray};
@@ -34,6 +34,7 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
 use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
+use datafusion::physical_plan::execution_plan::reset_plan_states;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use ringscan_ipc::client::{ensure_daemon, ClientError};
@@ -221,6 +222,10 @@ struct CachedPlan {
     /// The types of `$1`, `$2`... as inferred from where they are used (`None`: not
     /// inferable). A plan with parameters is kept unoptimized and optimized per binding.
     params: Vec<Option<DataType>>,
+    /// The physical plan, once made, where it may run again after
+    /// `reset_plan_states` (no dynamic filter reaches a scan): physical planning is
+    /// most of what a cached query costs before its first batch.
+    physical: Mutex<Option<Arc<dyn ExecutionPlan>>>,
 }
 
 impl CachedPlan {
@@ -318,6 +323,8 @@ impl SqlSession {
     /// Turns answers from footer statistics on or off.
     pub fn set_use_statistics(&mut self, on: bool) {
         self.settings.set_use_statistics(on);
+        // Kept physical plans may hold answers from statistics.
+        self.plans.clear();
     }
 
     /// The DataFusion context (tests, embedding).
@@ -374,6 +381,7 @@ impl SqlSession {
             plan,
             explain,
             params,
+            physical: Mutex::new(None),
         });
         if cacheable {
             let size = cached.approx_size_bytes(sql);
@@ -412,6 +420,7 @@ impl SqlSession {
             plan,
             explain: cached.explain,
             params: Vec::new(),
+            physical: Mutex::new(None),
         }))
     }
 
@@ -434,12 +443,23 @@ impl SqlSession {
     }
 
     fn physical(&self, cached: &CachedPlan) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+        let mut kept = cached
+            .physical
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(plan) = kept.as_ref() {
+            return Ok(reset_plan_states(Arc::clone(plan))?);
+        }
         let state = self.ctx.state();
-        Ok(self.runtime.block_on(
+        let plan = self.runtime.block_on(
             state
                 .query_planner()
                 .create_physical_plan(&cached.plan, &state),
-        )?)
+        )?;
+        if !cached.explain && rerunnable(&plan) {
+            *kept = Some(Arc::clone(&plan));
+        }
+        Ok(plan)
     }
 
     /// Runs `sql`; `use_result_cache: false` neither reads nor fills the result cache.
@@ -696,6 +716,22 @@ fn data_version(entries: &[Arc<daemon::TableEntry>]) -> DataVersion {
         );
     }
     version
+}
+
+/// Whether `plan` may run again after `reset_plan_states`: no dynamic filter reaches
+/// one of its scans (a reset gives the operator above a new filter; the scan would keep
+/// the old one).
+fn rerunnable(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(node) = stack.pop() {
+        if let Some(scan) = node.downcast_ref::<DaemonScanExec>() {
+            if scan.has_dynamic_filters() {
+                return false;
+            }
+        }
+        stack.extend(node.children().into_iter().cloned());
+    }
+    true
 }
 
 /// Every daemon scan of a physical plan.

@@ -137,6 +137,12 @@ impl DaemonScanExec {
         }
     }
 
+    /// Whether the plan above hands this scan filters that tighten while it runs (a
+    /// plan with them is not run twice: a re-run would start from their last state).
+    pub(crate) fn has_dynamic_filters(&self) -> bool {
+        !self.dynamic_filters.is_empty()
+    }
+
     /// The summaries of the scans this exec ran so far.
     pub(crate) fn summaries(&self) -> Vec<ScanSummary> {
         self.summaries
@@ -212,6 +218,11 @@ impl ExecutionPlan for DaemonScanExec {
                 "DaemonScanExec has no children".into(),
             ))
         }
+    }
+
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        // A re-run of a cached plan: its scans report afresh.
+        Ok(Arc::new(self.copy()))
     }
 
     fn handle_child_pushdown_result(
