@@ -383,3 +383,71 @@ fn kept_physical_plans_rerun_with_their_own_scan_figures() {
         }
     }
 }
+
+/// `LIMIT .. OFFSET` over a scan whose rows are the result's goes to the daemon: the
+/// skipped rows are never sent (whole row groups never read when nothing filters);
+/// where a filter stays above the scan the offset stays in the plan. Answers against
+/// the rows counted here.
+#[test]
+fn offsets_are_skipped_in_the_daemon_where_the_scan_gives_the_rows() {
+    use ringscan_executor::engine::{EngineOptions, SqlSession};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    write_table(data, "t", 20_000, 2_000);
+    let _guard = DaemonGuard(data);
+    let started = ringscan(&["daemon", "start"], data);
+    assert!(started.status.success(), "daemon start: {started:?}");
+    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
+    let mut session =
+        SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session");
+    let keys = |o: &ringscan_executor::QueryOutcome| -> Vec<i64> {
+        o.result
+            .batches
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("k is BIGINT")
+                    .values()
+                    .to_vec()
+            })
+            .collect()
+    };
+    let cases: [(&str, Vec<i64>, u64); 4] = [
+        (
+            "SELECT k FROM t LIMIT 3 OFFSET 15000",
+            (15_000..15_003).collect(),
+            15_000,
+        ),
+        (
+            "SELECT k, s FROM t OFFSET 19998",
+            vec![19_998, 19_999],
+            19_998,
+        ),
+        (
+            "SELECT k FROM t WHERE g = 3 LIMIT 2 OFFSET 10",
+            vec![103, 113],
+            10,
+        ),
+        // Not pushed: the daemon cannot apply `k % 7 = 0`, so the plan filters.
+        (
+            "SELECT k FROM t WHERE k % 7 = 0 LIMIT 2 OFFSET 5",
+            vec![35, 42],
+            0,
+        ),
+    ];
+    for (sql, expected, skipped) in cases {
+        let outcome = session.query(sql, false).expect(sql);
+        assert_eq!(keys(&outcome), expected, "{sql}");
+        let scan = outcome.scan.clone().unwrap_or_default();
+        assert!(!outcome.from_statistics, "{sql}: a scan ran");
+        if skipped > 0 {
+            assert_eq!(scan.rows_skipped_by_offset, skipped, "{sql}: {scan:?}");
+        }
+    }
+    let explain = session
+        .explain("SELECT k FROM t LIMIT 3 OFFSET 15000")
+        .expect("explain");
+    assert!(explain.contains("offset=15000"), "{explain}");
+}

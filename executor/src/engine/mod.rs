@@ -294,6 +294,7 @@ impl SqlSession {
                 Arc::new(rules::DuckDbSemantics::default()),
                 Arc::new(TypeCoercion::new()),
             ])
+            .with_physical_optimizer_rule(Arc::new(scan::OffsetToDaemon))
             .with_physical_optimizer_rule(Arc::new(scan::RingSafety))
             .build();
         let ctx = SessionContext::new_with_state(state);
@@ -503,8 +504,8 @@ impl SqlSession {
         let batches = self
             .runtime
             .block_on(collect(Arc::clone(&physical), task))?;
-        let scans = daemon_scans(&physical);
-        let from_statistics = !tables.is_empty() && scans.is_empty();
+        let (scans, scanned) = daemon_scans(&physical);
+        let from_statistics = !tables.is_empty() && !scanned;
         let mut summary = combined_summary(&scans);
         if from_statistics {
             // The footers that answered: every file and row group of each table.
@@ -734,17 +735,24 @@ fn rerunnable(plan: &Arc<dyn ExecutionPlan>) -> bool {
     true
 }
 
-/// Every daemon scan of a physical plan.
-fn daemon_scans(plan: &Arc<dyn ExecutionPlan>) -> Vec<ScanSummary> {
+/// How long a finished query waits for its scans' ring readers to record their
+/// summaries (a reader ends at its next batch once the plan stopped reading).
+const READER_WAIT: Duration = Duration::from_secs(2);
+
+/// The summaries of every daemon scan of a physical plan, and whether it has any scan
+/// (one stopped early, by a LIMIT, may have left no summary).
+fn daemon_scans(plan: &Arc<dyn ExecutionPlan>) -> (Vec<ScanSummary>, bool) {
     let mut out = Vec::new();
+    let mut any = false;
     let mut stack = vec![Arc::clone(plan)];
     while let Some(node) = stack.pop() {
         if let Some(scan) = node.downcast_ref::<DaemonScanExec>() {
-            out.extend(scan.summaries());
+            any = true;
+            out.extend(scan.summaries_after(READER_WAIT));
         }
         stack.extend(node.children().into_iter().cloned());
     }
-    out
+    (out, any)
 }
 
 /// The work of several scans as one summary.

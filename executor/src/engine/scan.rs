@@ -14,7 +14,7 @@
 //! [`ScanSummary`] is kept in the exec for EXPLAIN ANALYZE and the query's outcome.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -73,6 +73,9 @@ pub(crate) struct DaemonScanExec {
     /// the daemon as they change so that it skips row groups that cannot qualify.
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     summaries: Arc<Mutex<Vec<ScanSummary>>>,
+    /// Ring readers of this scan still running (a reader records its summary as it
+    /// ends, which may be after the plan above stopped reading).
+    readers: Arc<(Mutex<usize>, Condvar)>,
 }
 
 impl fmt::Debug for DaemonScanExec {
@@ -110,6 +113,7 @@ impl DaemonScanExec {
             zero_copy: false,
             dynamic_filters: Vec::new(),
             summaries: Arc::new(Mutex::new(Vec::new())),
+            readers: Arc::new((Mutex::new(0), Condvar::new())),
         }
     }
 
@@ -134,13 +138,47 @@ impl DaemonScanExec {
             zero_copy: self.zero_copy,
             dynamic_filters: self.dynamic_filters.clone(),
             summaries: Arc::new(Mutex::new(Vec::new())),
+            readers: Arc::new((Mutex::new(0), Condvar::new())),
         }
+    }
+
+    /// This scan skipping its first `skip` rows and stopping `fetch` rows after them, in
+    /// the daemon (`None` where its rows are not the result's rows as they come: a filter
+    /// applied above it, DISTINCT, an offset already).
+    fn with_offset(&self, skip: usize, fetch: Option<usize>) -> Option<Self> {
+        if self.inexact_filters > 0 || self.request.distinct || self.request.offset > 0 {
+            return None;
+        }
+        let mut request = self.request.clone();
+        request.offset = skip as u64;
+        request.limit = fetch.map(|f| f as u64);
+        let statistics = Arc::unwrap_or_clone(Arc::clone(&self.statistics))
+            .with_fetch(fetch, skip, 1)
+            .ok()?;
+        Some(Self {
+            request,
+            statistics: Arc::new(statistics),
+            ..self.copy()
+        })
     }
 
     /// Whether the plan above hands this scan filters that tighten while it runs (a
     /// plan with them is not run twice: a re-run would start from their last state).
     pub(crate) fn has_dynamic_filters(&self) -> bool {
         !self.dynamic_filters.is_empty()
+    }
+
+    /// The summaries of the scans this exec ran so far, once their readers ended (at
+    /// most `wait` for them: a reader ends as soon as it sees the plan gone).
+    pub(crate) fn summaries_after(&self, wait: std::time::Duration) -> Vec<ScanSummary> {
+        let (running, ended) = &*self.readers;
+        let guard = running.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(
+            ended
+                .wait_timeout_while(guard, wait, |n| *n > 0)
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        self.summaries()
     }
 
     /// The summaries of the scans this exec ran so far.
@@ -325,7 +363,22 @@ impl ExecutionPlan for DaemonScanExec {
             zero_copy: self.zero_copy,
             dynamic_filters: self.dynamic_filters.clone(),
         };
-        let read = move || reader.read(stream, &tx, &summaries);
+        let readers = Arc::clone(&self.readers);
+        *readers.0.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        let read = move || {
+            /// Counts the reader out however it ends.
+            struct Ended(Arc<(Mutex<usize>, Condvar)>);
+            impl Drop for Ended {
+                fn drop(&mut self) {
+                    let (running, ended) = &*self.0;
+                    let mut n = running.lock().unwrap_or_else(PoisonError::into_inner);
+                    *n = n.saturating_sub(1);
+                    ended.notify_all();
+                }
+            }
+            let _ended = Ended(readers);
+            reader.read(stream, &tx, &summaries);
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => drop(handle.spawn_blocking(read)),
             Err(_) => {
@@ -519,6 +572,78 @@ impl RingReader {
 /// only pass batches on or filter them.
 #[derive(Debug, Default)]
 pub(crate) struct RingSafety;
+
+/// Moves an `OFFSET` into the daemon where the scan's rows are the result's rows in
+/// order (a `LIMIT .. OFFSET` over the scan, through projections only): the daemon
+/// skips them without sending them, and an unfiltered scan skips whole row groups by
+/// their row counts without reading them. DataFusion alone fetches offset + limit rows
+/// and drops the first ones.
+#[derive(Debug, Default)]
+pub(crate) struct OffsetToDaemon;
+
+impl PhysicalOptimizerRule for OffsetToDaemon {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        use datafusion::physical_plan::limit::GlobalLimitExec;
+        plan.transform_down(|node| {
+            let Some(limit) = node.downcast_ref::<GlobalLimitExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if limit.skip() == 0 {
+                return Ok(Transformed::no(node));
+            }
+            match offset_into_scan(limit.input(), limit.skip(), limit.fetch())? {
+                Some(input) => Ok(Transformed::yes(Arc::new(GlobalLimitExec::new(
+                    input,
+                    0,
+                    limit.fetch(),
+                )))),
+                None => Ok(Transformed::no(node)),
+            }
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "ringscan_offset_to_daemon"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `plan` with `skip`/`fetch` taken by its scan, where only row-preserving operators
+/// (projections, cooperative wrappers) stand between.
+fn offset_into_scan(
+    plan: &Arc<dyn ExecutionPlan>,
+    skip: usize,
+    fetch: Option<usize>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    use datafusion::physical_plan::coop::CooperativeExec;
+    if let Some(scan) = plan.downcast_ref::<DaemonScanExec>() {
+        return Ok(scan
+            .with_offset(skip, fetch)
+            .map(|s| Arc::new(s) as Arc<dyn ExecutionPlan>));
+    }
+    if !(plan.is::<ProjectionExec>() || plan.is::<CooperativeExec>()) {
+        return Ok(None);
+    }
+    let [child] = plan.children()[..] else {
+        return Ok(None);
+    };
+    match offset_into_scan(child, skip, fetch)? {
+        Some(child) => Ok(Some(replace_children_if_necessary(
+            Arc::clone(plan),
+            vec![child],
+        )?)),
+        None => Ok(None),
+    }
+}
 
 /// Aggregates whose state owns its values (never a slice of an input batch).
 const FOLDING_AGGREGATES: &[&str] = &[
