@@ -164,10 +164,10 @@ fn footer_statistics(
                 match ScalarValue::try_from_array(array, row) {
                     // Writers store a zero minimum as -0.0 and a zero maximum as +0.0
                     // whichever zero the column holds: the answer is the plain zero.
-                    Ok(ScalarValue::Float64(Some(z))) if z == 0.0 => {
+                    Ok(ScalarValue::Float64(Some(0.0))) => {
                         Precision::Exact(ScalarValue::Float64(Some(0.0)))
                     }
-                    Ok(ScalarValue::Float32(Some(z))) if z == 0.0 => {
+                    Ok(ScalarValue::Float32(Some(0.0))) => {
                         Precision::Exact(ScalarValue::Float32(Some(0.0)))
                     }
                     Ok(v) if !v.is_null() => Precision::Exact(v),
