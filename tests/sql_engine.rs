@@ -451,3 +451,62 @@ fn offsets_are_skipped_in_the_daemon_where_the_scan_gives_the_rows() {
         .expect("explain");
     assert!(explain.contains("offset=15000"), "{explain}");
 }
+
+/// `SELECT DISTINCT` (and `GROUP BY` without aggregates, `count(DISTINCT x)`) over a
+/// scan's columns lets the daemon drop duplicates per row group: few rows cross the
+/// ring, and the answers are the distinct values counted here.
+#[test]
+fn distinct_drops_duplicates_in_the_daemon() {
+    use ringscan_executor::engine::{EngineOptions, SqlSession};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    write_table(data, "t", 20_000, 2_000);
+    let _guard = DaemonGuard(data);
+    let started = ringscan(&["daemon", "start"], data);
+    assert!(started.status.success(), "daemon start: {started:?}");
+    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
+    let mut session =
+        SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session");
+    let csv = |o: &ringscan_executor::QueryOutcome| {
+        let mut out = Vec::new();
+        ringscan_executor::format::write_csv(&mut out, &o.result).expect("csv");
+        String::from_utf8(out).expect("utf8")
+    };
+    let groups: String = (0..10).map(|g| format!("{g}\n")).collect();
+    for (sql, expected, pushed) in [
+        (
+            "SELECT DISTINCT g FROM t ORDER BY g",
+            format!("g\n{groups}"),
+            true,
+        ),
+        (
+            "SELECT g FROM t WHERE k >= 4000 GROUP BY g ORDER BY g",
+            format!("g\n{groups}"),
+            true,
+        ),
+        (
+            "SELECT count(DISTINCT g) AS n FROM t",
+            "n\n10\n".to_owned(),
+            true,
+        ),
+        // An aggregate needs every row: nothing is dropped.
+        (
+            "SELECT g, count(*) AS n FROM t GROUP BY g ORDER BY g LIMIT 1",
+            "g,n\n0,2000\n".to_owned(),
+            false,
+        ),
+    ] {
+        let outcome = session.query(sql, false).expect(sql);
+        assert_eq!(csv(&outcome), expected, "{sql}");
+        let scan = outcome.scan.clone().expect("a scan");
+        let explain = session.explain(sql).expect("explain");
+        if pushed {
+            assert!(explain.contains(", distinct"), "{sql}: {explain}");
+            // At most the 10 groups of each row group the scan read.
+            assert!(scan.rows_emitted <= 100, "{sql}: {scan:?}");
+        } else {
+            assert!(!explain.contains(", distinct"), "{sql}: {explain}");
+            assert_eq!(scan.rows_emitted, 20_000, "{sql}");
+        }
+    }
+}

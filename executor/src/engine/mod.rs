@@ -295,6 +295,7 @@ impl SqlSession {
                 Arc::new(TypeCoercion::new()),
             ])
             .with_physical_optimizer_rule(Arc::new(scan::OffsetToDaemon))
+            .with_physical_optimizer_rule(Arc::new(scan::DistinctToDaemon))
             .with_physical_optimizer_rule(Arc::new(scan::RingSafety))
             .build();
         let ctx = SessionContext::new_with_state(state);
