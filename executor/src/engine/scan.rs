@@ -742,7 +742,7 @@ fn distinct_into_scan(
             let Some(c) = e.expr.downcast_ref::<Column>() else {
                 return Ok(None);
             };
-            if keys.iter().any(|k| *k == e.alias) {
+            if keys.contains(&e.alias) {
                 inner.push(c.name().to_owned());
             }
         }
