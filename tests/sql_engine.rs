@@ -50,6 +50,23 @@ fn write_table(data: &Path, name: &str, rows: i64, row_group_rows: usize) {
     writer.close().expect("close");
 }
 
+/// A SQL session on `data` after starting its daemon (the caller holds a
+/// [`DaemonGuard`] that stops it).
+fn started_session(data: &Path) -> ringscan_executor::engine::SqlSession {
+    use ringscan_executor::engine::{EngineOptions, SqlSession};
+    let started = ringscan(&["daemon", "start"], data);
+    assert!(started.status.success(), "daemon start: {started:?}");
+    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
+    SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session")
+}
+
+/// The rows of a query as `ringscan query --format csv` prints them.
+fn csv_of(outcome: &ringscan_executor::QueryOutcome) -> String {
+    let mut out = Vec::new();
+    ringscan_executor::format::write_csv(&mut out, &outcome.result).expect("csv");
+    String::from_utf8(out).expect("utf8")
+}
+
 fn query(data: &Path, args: &[&str]) -> (bool, String, String) {
     let mut all = vec!["query"];
     all.extend_from_slice(args);
@@ -238,17 +255,13 @@ fn bad_input_gets_one_clear_message() {
 #[test]
 fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
     use arrow_array::Array as _;
-    use ringscan_executor::engine::{EngineOptions, Param, SqlSession};
+    use ringscan_executor::engine::Param;
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path();
     let rows = 10_000_i64;
     write_table(data, "t", rows, 1_000);
     let _guard = DaemonGuard(data);
-    let started = ringscan(&["daemon", "start"], data);
-    assert!(started.status.success(), "daemon start: {started:?}");
-    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
-    let mut session =
-        SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session");
+    let mut session = started_session(data);
 
     let sql = "SELECT count(*) AS n, sum(k) AS s FROM t WHERE k >= $1 AND g = $2";
     let prepared = session.prepare(sql).expect("prepare");
@@ -348,21 +361,11 @@ fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
 /// scan takes a dynamic filter (top-k) is planned anew and still right.
 #[test]
 fn kept_physical_plans_rerun_with_their_own_scan_figures() {
-    use ringscan_executor::engine::{EngineOptions, SqlSession};
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path();
     write_table(data, "t", 20_000, 2_000);
     let _guard = DaemonGuard(data);
-    let started = ringscan(&["daemon", "start"], data);
-    assert!(started.status.success(), "daemon start: {started:?}");
-    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
-    let mut session =
-        SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session");
-    let text = |o: &ringscan_executor::QueryOutcome| {
-        let mut out = Vec::new();
-        ringscan_executor::format::write_csv(&mut out, &o.result).expect("csv");
-        String::from_utf8(out).expect("utf8")
-    };
+    let mut session = started_session(data);
     for sql in [
         "SELECT g, count(*), sum(k) FROM t WHERE k >= 5000 GROUP BY g ORDER BY g",
         "SELECT a.g, count(*) FROM t a JOIN t b ON a.k = b.k + 1 WHERE a.k < 3000 GROUP BY a.g ORDER BY a.g",
@@ -373,7 +376,7 @@ fn kept_physical_plans_rerun_with_their_own_scan_figures() {
         for run in 0..3 {
             let again = session.query(sql, false).expect(sql);
             assert!(again.plan_hit, "{sql}");
-            assert_eq!(text(&again), text(&first), "run {run} of {sql}");
+            assert_eq!(csv_of(&again), csv_of(&first), "run {run} of {sql}");
             let scan = again.scan.clone().expect("scan summary");
             assert_eq!(
                 (scan.row_groups_considered, scan.rows_emitted),
@@ -390,16 +393,11 @@ fn kept_physical_plans_rerun_with_their_own_scan_figures() {
 /// the rows counted here.
 #[test]
 fn offsets_are_skipped_in_the_daemon_where_the_scan_gives_the_rows() {
-    use ringscan_executor::engine::{EngineOptions, SqlSession};
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path();
     write_table(data, "t", 20_000, 2_000);
     let _guard = DaemonGuard(data);
-    let started = ringscan(&["daemon", "start"], data);
-    assert!(started.status.success(), "daemon start: {started:?}");
-    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
-    let mut session =
-        SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session");
+    let mut session = started_session(data);
     let keys = |o: &ringscan_executor::QueryOutcome| -> Vec<i64> {
         o.result
             .batches
@@ -457,21 +455,11 @@ fn offsets_are_skipped_in_the_daemon_where_the_scan_gives_the_rows() {
 /// ring, and the answers are the distinct values counted here.
 #[test]
 fn distinct_drops_duplicates_in_the_daemon() {
-    use ringscan_executor::engine::{EngineOptions, SqlSession};
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path();
     write_table(data, "t", 20_000, 2_000);
     let _guard = DaemonGuard(data);
-    let started = ringscan(&["daemon", "start"], data);
-    assert!(started.status.success(), "daemon start: {started:?}");
-    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
-    let mut session =
-        SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session");
-    let csv = |o: &ringscan_executor::QueryOutcome| {
-        let mut out = Vec::new();
-        ringscan_executor::format::write_csv(&mut out, &o.result).expect("csv");
-        String::from_utf8(out).expect("utf8")
-    };
+    let mut session = started_session(data);
     let groups: String = (0..10).map(|g| format!("{g}\n")).collect();
     for (sql, expected, pushed) in [
         (
@@ -497,7 +485,7 @@ fn distinct_drops_duplicates_in_the_daemon() {
         ),
     ] {
         let outcome = session.query(sql, false).expect(sql);
-        assert_eq!(csv(&outcome), expected, "{sql}");
+        assert_eq!(csv_of(&outcome), expected, "{sql}");
         let scan = outcome.scan.clone().expect("a scan");
         let explain = session.explain(sql).expect("explain");
         if pushed {

@@ -344,15 +344,7 @@ impl F {
     fn sql(&self) -> String {
         match self {
             F::Cmp(c, op, l) => {
-                let op = match op {
-                    CmpOp::Eq => "=",
-                    CmpOp::NotEq => "<>",
-                    CmpOp::Lt => "<",
-                    CmpOp::LtEq => "<=",
-                    CmpOp::Gt => ">",
-                    CmpOp::GtEq => ">=",
-                };
-                format!("{c} {op} {}", l.sql)
+                format!("{c} {} {}", op.sql(), l.sql)
             }
             F::Between(c, lo, hi) => format!("{c} BETWEEN {} AND {}", lo.sql, hi.sql),
             F::In(c, list) => {

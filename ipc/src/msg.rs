@@ -121,6 +121,18 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
+    /// The operator as SQL writes it.
+    pub fn sql(self) -> &'static str {
+        match self {
+            Self::Eq => "=",
+            Self::NotEq => "<>",
+            Self::Lt => "<",
+            Self::LtEq => "<=",
+            Self::Gt => ">",
+            Self::GtEq => ">=",
+        }
+    }
+
     /// The operator with its operands swapped: `a < b` is `b > a`.
     pub fn flipped(self) -> Self {
         match self {

@@ -157,11 +157,7 @@ impl DuckDbSemantics {
                 ) =>
             {
                 l.expr = Box::new(decimal_as_double(*l.expr, &type_of));
-                l.list = l
-                    .list
-                    .into_iter()
-                    .map(|e| decimal_as_double(e, &type_of))
-                    .collect();
+                l.list = decimals_as_double(l.list, &type_of);
                 Ok(Transformed::yes(Expr::InList(l)))
             }
             Expr::Case(mut c)
@@ -192,11 +188,7 @@ impl DuckDbSemantics {
                     &f.args.iter().map(&type_of).collect::<Vec<_>>(),
                 ) =>
             {
-                f.args = f
-                    .args
-                    .into_iter()
-                    .map(|e| decimal_as_double(e, &type_of))
-                    .collect();
+                f.args = decimals_as_double(f.args, &type_of);
                 Ok(Transformed::yes(Expr::ScalarFunction(f)))
             }
             Expr::AggregateFunction(mut agg) => {
@@ -343,6 +335,14 @@ fn decimal_as_double(e: Expr, type_of: &dyn Fn(&Expr) -> Option<DataType>) -> Ex
     } else {
         e
     }
+}
+
+/// Each of `exprs` as a `DOUBLE` where it is a decimal.
+fn decimals_as_double(exprs: Vec<Expr>, type_of: &dyn Fn(&Expr) -> Option<DataType>) -> Vec<Expr> {
+    exprs
+        .into_iter()
+        .map(|e| decimal_as_double(e, type_of))
+        .collect()
 }
 
 fn is_integer(t: Option<DataType>) -> bool {

@@ -643,18 +643,30 @@ fn offset_into_scan(
     fetch: Option<usize>,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     use datafusion::physical_plan::coop::CooperativeExec;
+    rewrite_scan_below(
+        plan,
+        (),
+        &|node, ()| (node.is::<ProjectionExec>() || node.is::<CooperativeExec>()).then_some(()),
+        &|scan, ()| scan.with_offset(skip, fetch),
+    )
+}
+
+/// `plan` with the daemon scan under it replaced by `at_scan(scan, state)`, through
+/// single-input operators that `through(node, state)` lets pass (with the state as it
+/// stands below them); `None` where either refuses.
+fn rewrite_scan_below<S>(
+    plan: &Arc<dyn ExecutionPlan>,
+    state: S,
+    through: &dyn Fn(&dyn ExecutionPlan, S) -> Option<S>,
+    at_scan: &dyn Fn(&DaemonScanExec, S) -> Option<DaemonScanExec>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     if let Some(scan) = plan.downcast_ref::<DaemonScanExec>() {
-        return Ok(scan
-            .with_offset(skip, fetch)
-            .map(|s| Arc::new(s) as Arc<dyn ExecutionPlan>));
+        return Ok(at_scan(scan, state).map(|s| Arc::new(s) as Arc<dyn ExecutionPlan>));
     }
-    if !(plan.is::<ProjectionExec>() || plan.is::<CooperativeExec>()) {
-        return Ok(None);
-    }
-    let [child] = plan.children()[..] else {
+    let ([child], Some(state)) = (&plan.children()[..], through(plan.as_ref(), state)) else {
         return Ok(None);
     };
-    match offset_into_scan(child, skip, fetch)? {
+    match rewrite_scan_below(child, state, through, at_scan)? {
         Some(child) => Ok(Some(replace_children_if_necessary(
             Arc::clone(plan),
             vec![child],
@@ -695,7 +707,7 @@ impl PhysicalOptimizerRule for DistinctToDaemon {
             let (Some(keys), true) = (keys, plain) else {
                 return Ok(Transformed::no(node));
             };
-            match distinct_into_scan(agg.input(), &keys)? {
+            match distinct_into_scan(agg.input(), keys)? {
                 Some(input) => Ok(Transformed::yes(replace_children_if_necessary(
                     Arc::clone(&node),
                     vec![input],
@@ -720,53 +732,38 @@ impl PhysicalOptimizerRule for DistinctToDaemon {
 /// stand between.
 fn distinct_into_scan(
     plan: &Arc<dyn ExecutionPlan>,
-    keys: &[String],
+    keys: Vec<String>,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    use datafusion::physical_expr::expressions::Column;
     use datafusion::physical_plan::coop::CooperativeExec;
-    if let Some(scan) = plan.downcast_ref::<DaemonScanExec>() {
-        let all_keys = scan
-            .schema
-            .fields()
-            .iter()
-            .all(|f| keys.iter().any(|k| k == f.name()));
-        return Ok(all_keys
-            .then(|| scan.with_distinct())
-            .flatten()
-            .map(|s| Arc::new(s) as Arc<dyn ExecutionPlan>));
-    }
-    let keys: Vec<String> = if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
-        // Column-only: the keys, renamed back to the input's names.
-        let mut inner = Vec::new();
-        for e in projection.expr() {
-            let Some(c) = e.expr.downcast_ref::<Column>() else {
-                return Ok(None);
-            };
-            if keys.contains(&e.alias) {
-                inner.push(c.name().to_owned());
+    rewrite_scan_below(
+        plan,
+        keys,
+        &|node, keys| {
+            if let Some(projection) = node.downcast_ref::<ProjectionExec>() {
+                keys_below_projection(projection, &keys)
+            } else {
+                (node.is::<RepartitionExec>() || node.is::<CooperativeExec>()).then_some(keys)
             }
-        }
-        // Every input column must reach a key, else the projection drops a column
-        // that tells rows apart.
-        if inner.len() != projection.expr().len() {
-            return Ok(None);
-        }
-        inner
-    } else if plan.is::<RepartitionExec>() || plan.is::<CooperativeExec>() {
-        keys.to_vec()
-    } else {
-        return Ok(None);
-    };
-    let [child] = plan.children()[..] else {
-        return Ok(None);
-    };
-    match distinct_into_scan(child, &keys)? {
-        Some(child) => Ok(Some(replace_children_if_necessary(
-            Arc::clone(plan),
-            vec![child],
-        )?)),
-        None => Ok(None),
-    }
+        },
+        &|scan, keys| {
+            let all_keys = scan.schema.fields().iter().all(|f| keys.contains(f.name()));
+            all_keys.then(|| scan.with_distinct()).flatten()
+        },
+    )
+}
+
+/// The input columns of a column-only projection, where every one of its outputs is
+/// among `keys` (else it drops a column that tells rows apart).
+fn keys_below_projection(projection: &ProjectionExec, keys: &[String]) -> Option<Vec<String>> {
+    use datafusion::physical_expr::expressions::Column;
+    projection
+        .expr()
+        .iter()
+        .map(|e| {
+            let column = e.expr.downcast_ref::<Column>()?;
+            keys.contains(&e.alias).then(|| column.name().to_owned())
+        })
+        .collect()
 }
 
 /// Aggregates whose state owns its values (never a slice of an input batch).
