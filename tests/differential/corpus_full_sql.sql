@@ -74,3 +74,5 @@ SELECT count(*) FROM ohlcv WHERE close BETWEEN 450.25 AND 460.75 OR close IN (45
 SELECT symbol, min(close * 1.5) AS lo, max(close + 0.25) AS hi FROM ohlcv GROUP BY symbol ORDER BY symbol;
 SELECT min(x) AS lo, max(x) AS hi FROM (VALUES (CAST('NaN' AS DOUBLE)), (CAST(-1 AS DOUBLE)), (CAST(7 AS DOUBLE))) t(x);
 SELECT x FROM (VALUES (CAST('NaN' AS DOUBLE)), (CAST(-1 AS DOUBLE)), (CAST('-inf' AS DOUBLE))) t(x) ORDER BY x DESC;
+-- Non-finite literals stay in the plan (the daemon's messages are JSON, which has none).
+SELECT count(*) AS n FROM ohlcv WHERE close < CAST('inf' AS DOUBLE) AND close <> CAST('NaN' AS DOUBLE);

@@ -124,9 +124,14 @@ pub(crate) fn exact_literal(column_type: &DataType, v: &ScalarValue) -> Option<L
         ScalarValue::UInt16(Some(i)) => int((*i).into()),
         ScalarValue::UInt32(Some(i)) => int((*i).into()),
         ScalarValue::UInt64(Some(i)) => int((*i).into()),
+        // NaN and the infinities cannot travel: the control messages are JSON, which
+        // has no such numbers (they would arrive as null and fail the scan). The plan
+        // filters with them instead.
+        ScalarValue::Float64(Some(f)) if !f.is_finite() => None,
+        ScalarValue::Float32(Some(f)) if !f.is_finite() => None,
         ScalarValue::Float64(Some(f)) => match column_type {
             D::Float64 => Some(Literal::Float(*f)),
-            D::Float32 if f64::from(*f as f32) == *f || f.is_nan() => Some(Literal::Float(*f)),
+            D::Float32 if f64::from(*f as f32) == *f => Some(Literal::Float(*f)),
             _ => None,
         },
         ScalarValue::Float32(Some(f)) => match column_type {
@@ -333,15 +338,12 @@ pub(crate) fn format_predicate(p: &Predicate) -> String {
     let not = |n: bool| if n { "NOT " } else { "" };
     match p {
         Predicate::Compare { left, op, right } => {
-            let op = match op {
-                CmpOp::Eq => "=",
-                CmpOp::NotEq => "<>",
-                CmpOp::Lt => "<",
-                CmpOp::LtEq => "<=",
-                CmpOp::Gt => ">",
-                CmpOp::GtEq => ">=",
-            };
-            format!("({} {op} {})", fmt_operand(left), fmt_operand(right))
+            format!(
+                "({} {} {})",
+                fmt_operand(left),
+                op.sql(),
+                fmt_operand(right)
+            )
         }
         Predicate::And(v) => join(v, " AND "),
         Predicate::Or(v) => join(v, " OR "),
@@ -436,6 +438,15 @@ mod tests {
             DataType::Float64,
         ));
         assert_eq!(to_predicate(&cast.gt(lit(1.5f64)), &s), None);
+        // NaN and the infinities have no JSON form: the plan filters with them.
+        assert_eq!(
+            to_predicate(&col("f").gt(lit(0.5f64)), &s),
+            Some(Predicate::compare("f", CmpOp::Gt, Literal::Float(0.5)))
+        );
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(to_predicate(&col("f").lt(lit(v)), &s), None, "{v}");
+            assert_eq!(to_predicate(&col("f").eq(lit(v as f32)), &s), None, "{v}");
+        }
     }
 
     #[test]
