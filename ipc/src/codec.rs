@@ -11,12 +11,13 @@ use std::collections::HashMap;
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_buffer::Buffer;
+use arrow_data::ArrayData;
 use arrow_ipc::reader::{read_dictionary, RecordBatchDecoder};
 use arrow_ipc::writer::{
     write_message, DictionaryTracker, IpcDataGenerator, IpcWriteOptions, StreamEncoder,
 };
 use arrow_ipc::{root_as_message, MessageHeader};
-use arrow_schema::{ArrowError, Schema, SchemaRef};
+use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 
 use crate::layout::RECORD_ALIGN;
 
@@ -177,6 +178,86 @@ pub(crate) fn decode_schema(payload: &[u8]) -> Result<Schema, DecodeError> {
     .map_err(|_| DecodeError::Corrupt("schema message with an unreadable field".into()))
 }
 
+/// What arrow's `RecordBatch::try_new` and `ArrayData::validate_full` check, for a
+/// batch decoded without validation ([`crate::sys::deferred_validation`]): the columns
+/// match the schema and the row count, and every array is valid, its children too.
+fn validate_batch(schema: &Schema, batch: &RecordBatch) -> Result<(), ArrowError> {
+    let invalid = |m: String| Err(ArrowError::InvalidArgumentError(m));
+    if batch.num_columns() != schema.fields().len() {
+        return invalid(format!(
+            "{} columns for a schema of {}",
+            batch.num_columns(),
+            schema.fields().len()
+        ));
+    }
+    for (column, field) in batch.columns().iter().zip(schema.fields()) {
+        if column.data_type() != field.data_type() {
+            return invalid(format!(
+                "column {} is {}, the schema says {}",
+                field.name(),
+                column.data_type(),
+                field.data_type()
+            ));
+        }
+        if column.len() != batch.num_rows() {
+            return invalid(format!(
+                "column {} has {} rows, the batch {}",
+                field.name(),
+                column.len(),
+                batch.num_rows()
+            ));
+        }
+        if !field.is_nullable() && column.null_count() > 0 {
+            return invalid(format!("non-nullable column {} holds nulls", field.name()));
+        }
+        validate_array(&column.to_data())?;
+    }
+    Ok(())
+}
+
+/// `ArrayData::validate_full`, with string views checked by [`validate_string_views`].
+fn validate_array(data: &ArrayData) -> Result<(), ArrowError> {
+    data.validate()?;
+    data.validate_nulls()?;
+    if *data.data_type() == DataType::Utf8View {
+        validate_string_views(data)?;
+    } else {
+        data.validate_values()?;
+    }
+    data.child_data().iter().try_for_each(validate_array)
+}
+
+/// arrow's string view checks (padding of inline views, buffer bounds and prefix of the
+/// others, UTF-8 of all), with inline ASCII views (all bytes below 0x80) accepted by one
+/// mask test instead of a `from_utf8` call each.
+fn validate_string_views(data: &ArrayData) -> Result<(), ArrowError> {
+    /// The high bit of each of an inline view's 12 data bytes (bytes 4..16).
+    const NON_ASCII: u128 = 0x8080_8080_8080_8080_8080_8080 << 32;
+    let Some(views) = data.buffers().first() else {
+        return Err(ArrowError::InvalidArgumentError(
+            "string view array without views".into(),
+        ));
+    };
+    let views = &views.typed_data::<u128>()[data.offset()..data.offset() + data.len()];
+    let rest: Vec<u128> = views
+        .iter()
+        .copied()
+        .filter(|&v| {
+            let len = v as u32;
+            let inline_ascii =
+                len <= 12 && (len == 12 || v >> (32 + len * 8) == 0) && v & NON_ASCII == 0;
+            !inline_ascii
+        })
+        .collect();
+    if rest.is_empty() {
+        return Ok(());
+    }
+    let mut buffers = vec![Buffer::from_vec(rest)];
+    buffers.extend_from_slice(&data.buffers()[1..]);
+    let len = buffers[0].len() / 16;
+    ArrayData::try_new(DataType::Utf8View, len, None, 0, buffers, vec![]).map(drop)
+}
+
 /// Decodes batch records against one schema, keeping the stream's dictionaries.
 #[derive(Debug)]
 pub(crate) struct BatchDecoder {
@@ -239,7 +320,12 @@ impl BatchDecoder {
                         &self.dictionaries,
                         &version,
                     )
-                    .and_then(|d| d.with_require_alignment(true).read_record_batch())
+                    .and_then(|d| {
+                        d.with_require_alignment(true)
+                            .with_skip_validation(crate::sys::deferred_validation())
+                            .read_record_batch()
+                    })
+                    .and_then(|batch| validate_batch(&self.schema, &batch).map(|()| batch))
                     .map_err(|e| match e {
                         ArrowError::InvalidArgumentError(m) if m.contains("isaligned") => {
                             DecodeError::Misaligned(m)
@@ -264,7 +350,9 @@ impl BatchDecoder {
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{types::Int32Type, Array, DictionaryArray, Int32Array, StringArray};
+    use arrow_array::{
+        types::Int32Type, Array, DictionaryArray, Int32Array, StringArray, StringViewArray,
+    };
     use arrow_schema::{DataType, Field};
 
     use super::*;
@@ -365,5 +453,73 @@ mod tests {
         .unwrap();
         assert!(enc.encode(&other).is_err(), "schema mismatch is rejected");
         assert_eq!(other.column(0).len(), 1);
+    }
+
+    fn views_batch() -> RecordBatch {
+        let views = StringViewArray::from(vec![
+            Some("abcdefgh"),
+            None,
+            Some("é ü"),
+            Some("ABCDEFGHIJKLMNOPQRST"),
+            Some("long and not ascii: ñandú"),
+            Some(""),
+            Some("twelve bytes"),
+        ]);
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Utf8View, true)]));
+        RecordBatch::try_new(schema, vec![Arc::new(views)]).unwrap()
+    }
+
+    fn encoded(batch: &RecordBatch) -> Vec<u8> {
+        let (mut enc, _) = BatchEncoder::new(batch.schema()).unwrap();
+        concat(&enc.encode(batch).unwrap().parts)
+    }
+
+    fn decode(batch: &RecordBatch, bytes: &[u8]) -> Result<RecordBatch, DecodeError> {
+        BatchDecoder::new(batch.schema()).decode(&Buffer::from_slice_ref(bytes))
+    }
+
+    fn patch(bytes: &mut [u8], needle: &[u8], nth: usize, at: usize, value: u8) {
+        let hit = (0..bytes.len() - needle.len())
+            .filter(|&i| &bytes[i..i + needle.len()] == needle)
+            .nth(nth)
+            .expect("needle in the encoded record");
+        bytes[hit + at] = value;
+    }
+
+    #[test]
+    fn string_views_are_validated_after_the_unchecked_decode() {
+        let batch = views_batch();
+        let good = encoded(&batch);
+        assert_eq!(decode(&batch, &good).unwrap(), batch);
+        let sliced = batch.slice(2, 4);
+        assert_eq!(decode(&sliced, &encoded(&sliced)).unwrap(), sliced);
+
+        // Invalid UTF-8 in an inline view.
+        let mut bad = good.clone();
+        patch(&mut bad, b"abcdefgh", 0, 3, 0xff);
+        assert!(decode(&batch, &bad).is_err(), "inline view with byte 0xff");
+        // A non-ASCII inline view cut in the middle of a character.
+        let mut bad = good.clone();
+        patch(&mut bad, "é ü".as_bytes(), 0, 1, b'x');
+        assert!(decode(&batch, &bad).is_err(), "inline view with a broken é");
+        // Non-zero padding after a short inline view.
+        let mut bad = good.clone();
+        patch(&mut bad, b"abcdefgh", 0, 9, b'!');
+        assert!(decode(&batch, &bad).is_err(), "inline view with padding");
+        // A long view whose prefix disagrees with its data.
+        let mut bad = good.clone();
+        patch(&mut bad, b"ABCD", 0, 0, b'Z');
+        assert!(decode(&batch, &bad).is_err(), "prefix mismatch");
+        // Invalid UTF-8 inside a long string's data.
+        let mut bad = good.clone();
+        patch(&mut bad, b"QRST", 0, 0, 0xc3);
+        assert!(
+            decode(&batch, &bad).is_err(),
+            "long string with a broken character"
+        );
+        // A long view pointing past its buffer.
+        let mut bad = good;
+        patch(&mut bad, &[20, 0, 0, 0, b'A', b'B', b'C', b'D'], 0, 1, 0x7f);
+        assert!(decode(&batch, &bad).is_err(), "view longer than its buffer");
     }
 }

@@ -76,3 +76,16 @@ SELECT min(x) AS lo, max(x) AS hi FROM (VALUES (CAST('NaN' AS DOUBLE)), (CAST(-1
 SELECT x FROM (VALUES (CAST('NaN' AS DOUBLE)), (CAST(-1 AS DOUBLE)), (CAST('-inf' AS DOUBLE))) t(x) ORDER BY x DESC;
 -- Non-finite literals stay in the plan (the daemon's messages are JSON, which has none).
 SELECT count(*) AS n FROM ohlcv WHERE close < CAST('inf' AS DOUBLE) AND close <> CAST('NaN' AS DOUBLE);
+-- avg of a decimal: an exact 128-bit sum divided once, a DOUBLE (grouped with NULL
+-- values and keys, FILTER, no rows, DISTINCT, a window, 38 digits).
+SELECT side, avg(CAST(price AS DECIMAL(12,4))) AS a, count(*) AS n FROM pa_trades GROUP BY side ORDER BY side NULLS FIRST;
+SELECT venue, avg(CAST(price AS DECIMAL(12,4))) FILTER (WHERE qty > 1000) AS a FROM pa_trades GROUP BY venue ORDER BY venue;
+SELECT avg(CAST(price AS DECIMAL(12,4))) AS a, avg(CAST(qty AS DECIMAL(9,0))) AS q FROM pa_trades WHERE id < 0;
+SELECT avg(CAST(price AS DECIMAL(12,4))) AS a, avg(DISTINCT CAST(qty AS DECIMAL(9,0))) AS q FROM duck_trades;
+SELECT avg(CAST(price AS DECIMAL(38,10)) * 1000000000000) AS big FROM pa_trades;
+SELECT id, avg(CAST(price AS DECIMAL(12,4))) OVER (ORDER BY id ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS ma FROM pa_trades WHERE id < 40 ORDER BY id;
+SELECT day, avg(CAST(qty AS DECIMAL(9,0))) AS a FROM duck_trades GROUP BY day HAVING count(*) > 100 ORDER BY day LIMIT 20;
+-- An integer or short decimal literal added to a decimal (rescaled in the plan once).
+SELECT sum(CAST(price AS DECIMAL(12,4)) * (1 - CAST(qty AS DECIMAL(9,2)) / 10000)) AS s FROM pa_trades;
+SELECT min(1 - CAST(price AS DECIMAL(12,4))) AS a, max(CAST(price AS DECIMAL(12,4)) + 2.5) AS b, sum(7 + CAST(qty AS DECIMAL(9,2))) AS c FROM pa_trades;
+SELECT sum(9223372036854775807 - CAST(qty AS DECIMAL(9,2))) AS s, min(CAST(price AS DECIMAL(36,4)) - 1) AS m FROM pa_trades;

@@ -16,6 +16,7 @@
 
 mod catalog;
 mod daemon;
+mod decimal_avg;
 mod filter;
 mod rules;
 mod scan;
