@@ -448,6 +448,125 @@ fn statistics_path_is_taken_only_where_exact() {
     );
 }
 
+/// `SELECT *` top-k queries over the generated tables: every sort-key type, both
+/// directions, NULLs first and last, with and without a pushed and a residual filter.
+/// The later keys cover every column, so rows tied on all keys are equal rows.
+fn topk_query() -> impl Strategy<Value = (String, u64, u64)> {
+    (
+        prop::sample::select(vec!["i", "f", "s", "ts", "d"]),
+        prop::sample::select(vec!["", " DESC"]),
+        prop::sample::select(vec!["", " NULLS FIRST", " NULLS LAST"]),
+        prop::sample::select(vec![
+            "",
+            " WHERE d > DATE '1969-06-01'",
+            " WHERE i * 2 > -30",
+        ]),
+        0u64..25,
+        prop::sample::select(vec![0u64, 0, 1, 4]),
+    )
+        .prop_map(|(key, dir, nulls, filter, k, offset)| {
+            (
+                format!("SELECT * FROM {{t}}{filter} ORDER BY {key}{dir}{nulls}, i, f, s, ts, d"),
+                k,
+                offset,
+            )
+        })
+}
+
+/// The rows as text, in order.
+fn ordered_rows(outcome: &QueryOutcome) -> Vec<String> {
+    let mut rows = Vec::new();
+    for b in &outcome.result.batches {
+        for i in 0..b.num_rows() {
+            let row: Vec<String> = b
+                .columns()
+                .iter()
+                .map(|c| arrow_cast::display::array_value_to_string(c, i).expect("display"))
+                .collect();
+            rows.push(row.join("|"));
+        }
+    }
+    rows
+}
+
+/// A top-k (`ORDER BY .. LIMIT k OFFSET o`, whose scan gets a first pass over the sort
+/// key and a bound from its k-th value) gives rows o..o+k of the whole sort.
+#[test]
+fn topk_first_pass_equals_the_whole_sort() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let daemon = Daemon::start(&data);
+    let session = RefCell::new(daemon.session());
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(
+        files in prop::collection::vec(file_spec(), 1..4),
+        queries in prop::collection::vec(topk_query(), 4),
+    )| {
+        let name = format!("t{}", TABLES.fetch_add(1, Ordering::Relaxed));
+        for (n, spec) in files.iter().enumerate() {
+            write(&data.join(&name).join(format!("part-{n}.parquet")), spec);
+        }
+        for (q, k, offset) in &queries {
+            let whole_sql = q.replace("{t}", &name);
+            let topk_sql = format!("{whole_sql} LIMIT {k} OFFSET {offset}");
+            let topk = session.borrow_mut().query(&topk_sql, false).expect("top-k");
+            let whole = session.borrow_mut().query(&whole_sql, false).expect("whole sort");
+            let expected: Vec<String> = ordered_rows(&whole)
+                .into_iter()
+                .skip(*offset as usize)
+                .take(*k as usize)
+                .collect();
+            prop_assert_eq!(ordered_rows(&topk), expected, "{}", topk_sql);
+        }
+    });
+}
+
+#[test]
+fn topk_first_pass_reads_less_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write(
+        &data.join("big/a.parquet"),
+        &FileSpec {
+            row_group_rows: 500,
+            ..spec(rows(4000))
+        },
+    );
+    let daemon = Daemon::start(&data);
+    let mut session = daemon.session();
+    let sql = "SELECT * FROM big ORDER BY ts DESC LIMIT 7";
+    let explain = session.explain(sql).expect("explain");
+    assert!(explain.contains("top-7 first pass on ts"), "{explain}");
+    let topk = session.query(sql, false).expect("top-k");
+    assert_eq!(topk.result.rows, 7);
+    let whole = session
+        .query("SELECT * FROM big ORDER BY ts DESC", false)
+        .expect("whole sort");
+    let expected: Vec<String> = ordered_rows(&whole).into_iter().take(7).collect();
+    assert_eq!(ordered_rows(&topk), expected);
+    // `ts` ascends with the row: the bound leaves the last row group alone for the
+    // scan of every column; the first pass reads `ts` only.
+    let (a, b) = (topk.scan.expect("summary"), whole.scan.expect("summary"));
+    assert!(
+        a.bytes_read < b.bytes_read / 2,
+        "{} vs {}",
+        a.bytes_read,
+        b.bytes_read
+    );
+    // The scan of every column kept one row group of eight.
+    assert_eq!(a.row_groups_pruned, 7, "{a:?}");
+    // A top-k on the sort key alone has nothing to read late.
+    let explain = session
+        .explain("SELECT ts FROM big ORDER BY ts DESC LIMIT 7")
+        .expect("explain");
+    assert!(!explain.contains("first pass"), "{explain}");
+}
+
 /// A session's queries share one connection and ring (the daemon restarts its stream
 /// in the ring of the scan before), and the daemon's column cache serves the chunks the
 /// queries used twice before: every run of every query, in any order, with rows of an

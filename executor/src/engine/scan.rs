@@ -20,7 +20,7 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{DataFusionError, Result, Statistics};
+use datafusion::common::{DataFusionError, Result, ScalarValue, Statistics};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -73,6 +73,9 @@ pub(crate) struct DaemonScanExec {
     /// the daemon as they change so that it skips row groups that cannot qualify.
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     summaries: Arc<Mutex<Vec<ScanSummary>>>,
+    /// A top-k's first pass over its sort key, whose k-th value bounds this scan
+    /// ([`TopKLateMaterialization`]).
+    prepass: Option<TopKPrepass>,
     /// Ring readers of this scan still running (a reader records its summary as it
     /// ends, which may be after the plan above stopped reading).
     readers: Arc<(Mutex<usize>, Condvar)>,
@@ -114,6 +117,7 @@ impl DaemonScanExec {
             dynamic_filters: Vec::new(),
             summaries: Arc::new(Mutex::new(Vec::new())),
             readers: Arc::new((Mutex::new(0), Condvar::new())),
+            prepass: None,
         }
     }
 
@@ -139,6 +143,7 @@ impl DaemonScanExec {
             dynamic_filters: self.dynamic_filters.clone(),
             summaries: Arc::new(Mutex::new(Vec::new())),
             readers: Arc::new((Mutex::new(0), Condvar::new())),
+            prepass: self.prepass.clone(),
         }
     }
 
@@ -223,6 +228,9 @@ impl DaemonScanExec {
         }
         if self.request.distinct {
             write!(f, ", distinct")?;
+        }
+        if let Some(p) = &self.prepass {
+            write!(f, ", top-{} first pass on {}", p.k, p.column)?;
         }
         if self.zero_copy {
             write!(f, ", zero-copy")?;
@@ -368,10 +376,19 @@ impl ExecutionPlan for DaemonScanExec {
                 "DaemonScanExec has one partition, asked for {partition}"
             )));
         }
-        let stream = self
-            .daemon
-            .scan(&self.request)
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let daemon = Arc::clone(&self.daemon);
+        let request = self.request.clone();
+        let prepass = self.prepass.clone();
+        // Without a first pass the scan starts here, so that a daemon that refuses it
+        // fails the plan at once.
+        let stream = match prepass {
+            Some(_) => None,
+            None => Some(
+                self.daemon
+                    .scan(&self.request)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?,
+            ),
+        };
         let (tx, mut rx) = mpsc::channel(CHANNEL_BATCHES);
         let schema = Arc::clone(&self.schema);
         let summaries = Arc::clone(&self.summaries);
@@ -395,6 +412,30 @@ impl ExecutionPlan for DaemonScanExec {
                 }
             }
             let _ended = Ended(readers);
+            let stream = match (stream, prepass) {
+                (Some(stream), _) => stream,
+                (None, Some(prepass)) => {
+                    let opened = prepass
+                        .bound(&daemon, &request)
+                        .and_then(|(bounded, first)| {
+                            summaries
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .push(first);
+                            daemon
+                                .scan(&bounded)
+                                .map_err(|e| DataFusionError::External(Box::new(e)))
+                        });
+                    match opened {
+                        Ok(stream) => stream,
+                        Err(e) => {
+                            let _ = tx.blocking_send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                (None, None) => return,
+            };
             reader.read(stream, &tx, &summaries);
         };
         match tokio::runtime::Handle::try_current() {
@@ -454,28 +495,33 @@ struct RingReader {
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
 }
 
-/// `column` with every NaN made the positive quiet NaN. DuckDB orders any NaN above
-/// every number; DataFusion orders floats by their bits (`total_cmp`), which puts a NaN
-/// with its sign bit set (what `0.0 / 0.0` gives on x86) below every number, so
-/// `min`, `ORDER BY` and top-k would differ. A column without such a NaN is returned
+/// `column` with every NaN made the positive quiet NaN and every zero `+0.0`, as DuckDB
+/// sees them. DuckDB orders any NaN above every number; DataFusion orders floats by
+/// their bits (`total_cmp`), which puts a NaN with its sign bit set (what `0.0 / 0.0`
+/// gives on x86) below every number, so `min`, `ORDER BY` and top-k would differ. DuckDB
+/// groups, joins and sorts `-0.0` as `0.0`; under `total_cmp` they are two values, and
+/// DataFusion's top-k, whose heap orders them so while its own row filter does not,
+/// dropped `-0.0` rows that belonged to the answer (found by
+/// `topk_first_pass_equals_the_whole_sort`). A column without such values is returned
 /// as it is (no copy; one pass to look).
-fn positive_nans(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
+fn canonical_floats(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float32Type, Float64Type};
     use arrow_schema::DataType;
+    // `v + 0.0` turns `-0.0` into `+0.0` and leaves every other number as it is.
     match column.data_type() {
         DataType::Float64 => {
             let values = column.as_primitive::<Float64Type>();
             if values
                 .values()
                 .iter()
-                .any(|v| v.is_nan() && v.is_sign_negative())
+                .any(|v| v.is_sign_negative() && (v.is_nan() || *v == 0.0))
             {
                 return Arc::new(values.unary::<_, Float64Type>(|v| {
                     if v.is_nan() {
                         f64::NAN
                     } else {
-                        v
+                        v + 0.0
                     }
                 }));
             }
@@ -485,13 +531,13 @@ fn positive_nans(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
             if values
                 .values()
                 .iter()
-                .any(|v| v.is_nan() && v.is_sign_negative())
+                .any(|v| v.is_sign_negative() && (v.is_nan() || *v == 0.0))
             {
                 return Arc::new(values.unary::<_, Float32Type>(|v| {
                     if v.is_nan() {
                         f32::NAN
                     } else {
-                        v
+                        v + 0.0
                     }
                 }));
             }
@@ -534,7 +580,7 @@ impl RingReader {
             let batch = batch.and_then(|b| {
                 RecordBatch::try_new_with_options(
                     Arc::clone(&self.schema),
-                    b.columns().iter().map(positive_nans).collect(),
+                    b.columns().iter().map(canonical_floats).collect(),
                     &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
                 )
                 .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
@@ -748,6 +794,197 @@ fn distinct_into_scan(
         &|scan, keys| {
             let all_keys = scan.schema.fields().iter().all(|f| keys.contains(f.name()));
             all_keys.then(|| scan.with_distinct()).flatten()
+        },
+    )
+}
+
+/// A top-k's first pass: the scan of its first sort key alone, whose k-th value (in
+/// the sort's direction, NULLs last) bounds the scan of every column, inclusively, so
+/// that the daemon decodes the other columns only of rows that can be among the k
+/// (late materialization) and sends only those through the ring.
+#[derive(Debug, Clone)]
+pub(crate) struct TopKPrepass {
+    column: String,
+    descending: bool,
+    k: usize,
+}
+
+impl TopKPrepass {
+    /// `request` bounded by the k-th key (unchanged where no bound is safe: fewer than
+    /// k keys, or a NaN among float keys), and the first pass's work.
+    fn bound(&self, daemon: &Daemon, request: &ScanRequest) -> Result<(ScanRequest, ScanSummary)> {
+        use datafusion::arrow::compute::{concat, sort_to_indices, SortOptions};
+        let external =
+            |e: ringscan_ipc::client::ClientError| DataFusionError::External(Box::new(e));
+        let mut first = request.clone();
+        first.projection = Some(vec![self.column.clone()]);
+        let mut stream = daemon.scan(&first).map_err(external)?;
+        let mut keys = Vec::new();
+        while let Some(batch) = stream.next_batch().map_err(external)? {
+            // Out of the ring at once: the stream reuses it.
+            let owned = crate::owned_copy(batch.schema(), std::slice::from_ref(&batch))?;
+            keys.push(Arc::clone(owned.column(0)));
+        }
+        let summary = stream.finish().map_err(external)?;
+        let mut work = ScanSummary::default();
+        work.absorb_work(&summary);
+        let unchanged = Ok((request.clone(), work.clone()));
+        if keys.is_empty() {
+            return unchanged;
+        }
+        let refs: Vec<&dyn arrow_array::Array> = keys.iter().map(|a| a.as_ref()).collect();
+        let all = concat(&refs)?;
+        if all.len() - all.null_count() < self.k || has_nan(&all) {
+            return unchanged;
+        }
+        let options = SortOptions {
+            descending: self.descending,
+            nulls_first: false,
+        };
+        let order = sort_to_indices(&all, Some(options), Some(self.k))?;
+        let kth = ScalarValue::try_from_array(&all, order.value(self.k - 1) as usize)?;
+        // A zero bound takes both zeros, whichever the daemon and the sort above put
+        // first (rows of the other sign may tie with the k-th in the sort's order).
+        let kth = match kth {
+            ScalarValue::Float64(Some(z)) if z == 0.0 => {
+                ScalarValue::Float64(Some(if self.descending { -0.0 } else { 0.0 }))
+            }
+            ScalarValue::Float32(Some(z)) if z == 0.0 => {
+                ScalarValue::Float32(Some(if self.descending { -0.0 } else { 0.0 }))
+            }
+            other => other,
+        };
+        let Some(literal) = super::filter::exact_literal(all.data_type(), &kth) else {
+            return unchanged;
+        };
+        let op = if self.descending {
+            ringscan_ipc::msg::CmpOp::GtEq
+        } else {
+            ringscan_ipc::msg::CmpOp::LtEq
+        };
+        let bound = Predicate::compare(&self.column, op, literal);
+        let mut bounded = request.clone();
+        bounded.predicate = Some(match bounded.predicate.take() {
+            Some(p) => Predicate::And(vec![p, bound]),
+            None => bound,
+        });
+        Ok((bounded, work))
+    }
+}
+
+/// Whether a float array holds a NaN (whose order the daemon's comparisons and the
+/// sort kernel see differently).
+fn has_nan(a: &arrow_array::ArrayRef) -> bool {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type};
+    use arrow_schema::DataType;
+    match a.data_type() {
+        DataType::Float64 => a
+            .as_primitive::<Float64Type>()
+            .values()
+            .iter()
+            .any(|v| v.is_nan()),
+        DataType::Float32 => a
+            .as_primitive::<Float32Type>()
+            .values()
+            .iter()
+            .any(|v| v.is_nan()),
+        DataType::Float16 => true,
+        _ => false,
+    }
+}
+
+/// Gives a top-k over a scan of more columns than its sort key a first pass over the
+/// key ([`TopKPrepass`]): where a `SortExec` with a fetch reads, through projections
+/// of plain columns and cooperative wrappers only, a scan whose rows are the sort's
+/// input (no filter left above it, no limit, offset or DISTINCT in it), and its first
+/// key is a column sorted NULLs last.
+#[derive(Debug, Default)]
+pub(crate) struct TopKLateMaterialization;
+
+impl PhysicalOptimizerRule for TopKLateMaterialization {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        use datafusion::physical_expr::expressions::Column;
+        use datafusion::physical_plan::sorts::sort::SortExec;
+        plan.transform_down(|node| {
+            let Some(sort) = node.downcast_ref::<SortExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let (Some(k), first) = (sort.fetch(), sort.expr().first()) else {
+                return Ok(Transformed::no(node));
+            };
+            let Some(column) = first.expr.downcast_ref::<Column>() else {
+                return Ok(Transformed::no(node));
+            };
+            if k == 0 || first.options.nulls_first {
+                return Ok(Transformed::no(node));
+            }
+            let prepass = TopKPrepass {
+                column: column.name().to_owned(),
+                descending: first.options.descending,
+                k,
+            };
+            match prepass_into_scan(sort.input(), prepass)? {
+                Some(input) => Ok(Transformed::yes(replace_children_if_necessary(
+                    Arc::clone(&node),
+                    vec![input],
+                )?)),
+                None => Ok(Transformed::no(node)),
+            }
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "ringscan_topk_late_materialization"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `plan` with its scan taking `prepass`, where only cooperative wrappers and
+/// projections that pass the key column through stand between, and the scan emits more
+/// columns than the key and every row it reads (no filter left above it, no limit,
+/// offset or DISTINCT in it).
+fn prepass_into_scan(
+    plan: &Arc<dyn ExecutionPlan>,
+    prepass: TopKPrepass,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    use datafusion::physical_expr::expressions::Column;
+    use datafusion::physical_plan::coop::CooperativeExec;
+    rewrite_scan_below(
+        plan,
+        prepass,
+        &|node, prepass| {
+            let Some(projection) = node.downcast_ref::<ProjectionExec>() else {
+                return node.is::<CooperativeExec>().then_some(prepass);
+            };
+            let source = projection
+                .expr()
+                .iter()
+                .find(|e| e.alias == prepass.column)
+                .and_then(|e| e.expr.downcast_ref::<Column>())?;
+            Some(TopKPrepass {
+                column: source.name().to_owned(),
+                ..prepass
+            })
+        },
+        &|scan, prepass| {
+            let r = &scan.request;
+            let worth = scan.schema.fields().len() > 1
+                && scan.schema.field_with_name(&prepass.column).is_ok();
+            let whole = scan.inexact_filters == 0 && !r.distinct && r.limit.is_none();
+            (worth && whole && r.offset == 0).then(|| DaemonScanExec {
+                prepass: Some(prepass),
+                ..scan.copy()
+            })
         },
     )
 }
