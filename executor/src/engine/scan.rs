@@ -846,10 +846,10 @@ impl TopKPrepass {
         // A zero bound takes both zeros, whichever the daemon and the sort above put
         // first (rows of the other sign may tie with the k-th in the sort's order).
         let kth = match kth {
-            ScalarValue::Float64(Some(z)) if z == 0.0 => {
+            ScalarValue::Float64(Some(0.0)) => {
                 ScalarValue::Float64(Some(if self.descending { -0.0 } else { 0.0 }))
             }
-            ScalarValue::Float32(Some(z)) if z == 0.0 => {
+            ScalarValue::Float32(Some(0.0)) => {
                 ScalarValue::Float32(Some(if self.descending { -0.0 } else { 0.0 }))
             }
             other => other,
