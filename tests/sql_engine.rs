@@ -498,3 +498,34 @@ fn distinct_drops_duplicates_in_the_daemon() {
         }
     }
 }
+
+#[test]
+fn a_hash_join_filters_its_probe_scan_with_the_build_sides_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    write_table(data, "facts", 60_000, 8_192);
+    write_table(data, "dims", 60_000, 8_192);
+    let _guard = DaemonGuard(data);
+    let mut session = started_session(data);
+    // 50 build rows (x = k / 2 < 250, k % 10 = 3) against 60,000 probe rows.
+    let sql = "SELECT count(*) AS n, sum(f.x) AS x FROM facts f JOIN dims d ON f.k = d.k \
+               WHERE d.g = 3 AND d.x < 250";
+    let explain = session.explain(sql).expect("explain");
+    assert!(
+        explain.contains("facts, projection=[k, x], after the join's build side"),
+        "{explain}"
+    );
+    for run in 0..2 {
+        let outcome = session.query(sql, false).expect(sql);
+        let keys = (0..500i64).filter(|k| k % 10 == 3);
+        let x: f64 = keys.map(|k| k as f64 / 2.0).sum();
+        assert_eq!(csv_of(&outcome), format!("n,x\n50,{x:?}\n"), "run {run}");
+        // The daemon sent the probe rows that join, not the 60,000.
+        let scan = outcome.scan.expect("a scan");
+        assert!(scan.rows_emitted <= 200, "run {run}: {scan:?}");
+    }
+    // Without a build-side filter nothing narrows the probe: every row comes.
+    let all = "SELECT count(*) AS n FROM facts f JOIN dims d ON f.k = d.k";
+    let outcome = session.query(all, false).expect(all);
+    assert_eq!(csv_of(&outcome), "n\n60000\n");
+}

@@ -170,7 +170,10 @@ fn literal_of(e: &Expr, column_type: &DataType) -> Option<Literal> {
     }
 }
 
-fn flatten(kind: fn(Vec<Predicate>) -> Predicate, parts: [Predicate; 2]) -> Predicate {
+fn flatten(
+    kind: fn(Vec<Predicate>) -> Predicate,
+    parts: impl IntoIterator<Item = Predicate>,
+) -> Predicate {
     let mut all = Vec::new();
     for p in parts {
         match (kind(Vec::new()), p) {
@@ -302,6 +305,32 @@ pub(crate) fn physical_to_predicate(e: &dyn PhysicalExpr, schema: &Schema) -> Op
             }
         };
     }
+    if let Some(c) = e.downcast_ref::<px::CaseExpr>() {
+        // A partitioned hash join's filter: `CASE hash(key) % n WHEN i THEN <partition
+        // i's keys> ...`. A row passes one branch at most, so the OR of all branches
+        // (and the ELSE) lets through at least the rows the CASE does.
+        let branches = c
+            .when_then_expr()
+            .iter()
+            .map(|(_, then)| then)
+            .chain(c.else_expr())
+            .map(|b| physical_to_predicate(b.as_ref(), schema))
+            .collect::<Option<Vec<_>>>()?;
+        return Some(flatten(Predicate::Or, branches));
+    }
+    if let Some(l) = e.downcast_ref::<px::InListExpr>() {
+        // A hash join's keys (DataFusion pushes a small build side as a list).
+        let (c, t) = column(l.expr().as_ref())?;
+        if l.len() > ringscan_ipc::msg::MAX_IN_LIST {
+            return None;
+        }
+        let list: Option<Vec<Literal>> = l.list().iter().map(|v| literal(v.as_ref(), &t)).collect();
+        return Some(Predicate::InList {
+            expr: Operand::Column(c),
+            list: list?,
+            negated: l.negated(),
+        });
+    }
     if let Some(n) = e.downcast_ref::<px::IsNullExpr>() {
         let (c, _) = column(n.arg().as_ref())?;
         return Some(Predicate::IsNull {
@@ -325,6 +354,8 @@ pub(crate) fn physical_to_predicate(e: &dyn PhysicalExpr, schema: &Schema) -> Op
     match e.downcast_ref::<px::Literal>()?.value() {
         // A dynamic filter before its first update is `true`.
         ScalarValue::Boolean(Some(true)) => Some(Predicate::And(Vec::new())),
+        // A hash join partition without build rows.
+        ScalarValue::Boolean(Some(false)) => Some(Predicate::Or(Vec::new())),
         _ => None,
     }
 }
@@ -537,6 +568,45 @@ mod physical_tests {
                 Predicate::compare("k", CmpOp::Lt, Literal::Int(3)),
             ]))
         );
+    }
+
+    #[test]
+    fn a_partitioned_hash_join_filter_maps_to_the_or_of_its_partitions() {
+        use datafusion::physical_expr::expressions::{case, in_list};
+        let s = schema();
+        let k: Arc<dyn PhysicalExpr> = Arc::new(Column::new("k", 0));
+        let keys = |v: &[i64]| {
+            let list = v.iter().map(|&x| lit(x)).collect();
+            in_list(Arc::clone(&k), list, &false, &s).unwrap()
+        };
+        let partition = binary(Arc::clone(&k), Operator::Modulo, lit(2i64), &s).unwrap();
+        let filter = case(
+            Some(partition),
+            vec![(lit(0i64), keys(&[2, 4, 6])), (lit(1i64), lit(false))],
+            Some(keys(&[7])),
+        )
+        .unwrap();
+        let int_list = |v: &[i64]| Predicate::InList {
+            expr: Operand::Column("k".into()),
+            list: v.iter().map(|&x| Literal::Int(x)).collect(),
+            negated: false,
+        };
+        assert_eq!(
+            physical_to_predicate(filter.as_ref(), &s),
+            // The empty partition's `false` adds nothing to the OR.
+            Some(Predicate::Or(vec![int_list(&[2, 4, 6]), int_list(&[7])]))
+        );
+        // A branch the daemon cannot evaluate leaves the whole filter unmapped.
+        let upper = binary(
+            Arc::new(Column::new("s", 1)),
+            Operator::LikeMatch,
+            lit("a%"),
+            &s,
+        )
+        .unwrap();
+        let partition = binary(Arc::clone(&k), Operator::Modulo, lit(2i64), &s).unwrap();
+        let filter = case(Some(partition), vec![(lit(0i64), upper)], None).unwrap();
+        assert_eq!(physical_to_predicate(filter.as_ref(), &s), None);
     }
 
     #[test]

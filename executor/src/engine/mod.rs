@@ -298,6 +298,7 @@ impl SqlSession {
             .with_physical_optimizer_rule(Arc::new(scan::OffsetToDaemon))
             .with_physical_optimizer_rule(Arc::new(scan::DistinctToDaemon))
             .with_physical_optimizer_rule(Arc::new(scan::TopKLateMaterialization))
+            .with_physical_optimizer_rule(Arc::new(scan::JoinProbeFilters))
             .with_physical_optimizer_rule(Arc::new(scan::RingSafety))
             .build();
         let ctx = SessionContext::new_with_state(state);

@@ -76,6 +76,10 @@ pub(crate) struct DaemonScanExec {
     /// A top-k's first pass over its sort key, whose k-th value bounds this scan
     /// ([`TopKLateMaterialization`]).
     prepass: Option<TopKPrepass>,
+    /// The probe side of a hash join that pushes its keys as a dynamic filter: the
+    /// scan starts once the build side is in, with the keys as a row filter
+    /// ([`JoinProbeFilters`]).
+    join_probe: bool,
     /// Ring readers of this scan still running (a reader records its summary as it
     /// ends, which may be after the plan above stopped reading).
     readers: Arc<(Mutex<usize>, Condvar)>,
@@ -118,6 +122,7 @@ impl DaemonScanExec {
             summaries: Arc::new(Mutex::new(Vec::new())),
             readers: Arc::new((Mutex::new(0), Condvar::new())),
             prepass: None,
+            join_probe: false,
         }
     }
 
@@ -144,6 +149,7 @@ impl DaemonScanExec {
             summaries: Arc::new(Mutex::new(Vec::new())),
             readers: Arc::new((Mutex::new(0), Condvar::new())),
             prepass: self.prepass.clone(),
+            join_probe: self.join_probe,
         }
     }
 
@@ -232,6 +238,9 @@ impl DaemonScanExec {
         if let Some(p) = &self.prepass {
             write!(f, ", top-{} first pass on {}", p.k, p.column)?;
         }
+        if self.join_probe {
+            write!(f, ", after the join's build side")?;
+        }
         if self.zero_copy {
             write!(f, ", zero-copy")?;
         }
@@ -264,10 +273,17 @@ impl ExecutionPlan for DaemonScanExec {
         Vec::new()
     }
 
+    /// The dynamic filters the scan takes: a hash join computes its filter only where
+    /// its probe side shows a consumer of it (found through this walk).
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
+        for filter in &self.dynamic_filters {
+            if f(filter)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
         Ok(TreeNodeRecursion::Continue)
     }
 
@@ -379,11 +395,17 @@ impl ExecutionPlan for DaemonScanExec {
         let daemon = Arc::clone(&self.daemon);
         let request = self.request.clone();
         let prepass = self.prepass.clone();
-        // Without a first pass the scan starts here, so that a daemon that refuses it
-        // fails the plan at once.
-        let stream = match prepass {
-            Some(_) => None,
-            None => Some(
+        // A scan that takes dynamic filters starts when the plan first asks for a batch:
+        // a hash join asks its probe side only once its build side is in and its
+        // filter (the build side's keys) complete, which then filters the scan's rows
+        // in the daemon (see `RingReader::start`).
+        let (first_poll, wait_first_poll) = std::sync::mpsc::sync_channel::<()>(1);
+        let lazy = prepass.is_none() && self.join_probe && !self.dynamic_filters.is_empty();
+        // Otherwise, without a first pass, the scan starts here, so that a daemon that
+        // refuses it fails the plan at once.
+        let stream = match prepass.is_some() || lazy {
+            true => None,
+            false => Some(
                 self.daemon
                     .scan(&self.request)
                     .map_err(|e| DataFusionError::External(Box::new(e)))?,
@@ -412,10 +434,15 @@ impl ExecutionPlan for DaemonScanExec {
                 }
             }
             let _ended = Ended(readers);
-            let stream = match (stream, prepass) {
-                (Some(stream), _) => stream,
+            let opened = match (stream, prepass) {
+                (Some(stream), _) => Ok(stream),
+                (None, None) => match wait_first_poll.recv() {
+                    Ok(()) => reader.start(&daemon, request),
+                    // The plan dropped the stream unread.
+                    Err(_) => return,
+                },
                 (None, Some(prepass)) => {
-                    let opened = prepass
+                    prepass
                         .bound(&daemon, &request)
                         .and_then(|(bounded, first)| {
                             summaries
@@ -425,16 +452,15 @@ impl ExecutionPlan for DaemonScanExec {
                             daemon
                                 .scan(&bounded)
                                 .map_err(|e| DataFusionError::External(Box::new(e)))
-                        });
-                    match opened {
-                        Ok(stream) => stream,
-                        Err(e) => {
-                            let _ = tx.blocking_send(Err(e));
-                            return;
-                        }
-                    }
+                        })
                 }
-                (None, None) => return,
+            };
+            let stream = match opened {
+                Ok(stream) => stream,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
             };
             reader.read(stream, &tx, &summaries);
         };
@@ -447,7 +473,14 @@ impl ExecutionPlan for DaemonScanExec {
                     .map_err(|e| DataFusionError::External(Box::new(e)))?;
             }
         }
-        let batches = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let mut first_poll = Some(first_poll);
+        let batches = futures::stream::poll_fn(move |cx| {
+            if let Some(signal) = first_poll.take() {
+                // Only a lazy reader waits for it; the others dropped the receiver.
+                let _ = signal.try_send(());
+            }
+            rx.poll_recv(cx)
+        });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
     }
 }
@@ -548,6 +581,54 @@ fn canonical_floats(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
 }
 
 impl RingReader {
+    /// Waits (at most [`JOIN_FILTER_WAIT`]) until one of the scan's dynamic filters is
+    /// complete: a hash join completes its filter when its build side is in, and may
+    /// ask for probe rows before (a repartition above the scan pulls at once).
+    fn wait_for_a_complete_filter(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let waits: Vec<_> = self
+            .dynamic_filters
+            .iter()
+            .filter_map(|f| {
+                let f = Arc::clone(f);
+                f.downcast_ref::<DynamicFilterPhysicalExpr>()?;
+                Some(Box::pin(async move {
+                    if let Some(d) = f.downcast_ref::<DynamicFilterPhysicalExpr>() {
+                        d.wait_complete().await;
+                    }
+                }))
+            })
+            .collect();
+        if waits.is_empty() {
+            return;
+        }
+        let _ = handle.block_on(tokio::time::timeout(
+            JOIN_FILTER_WAIT,
+            futures::future::select_all(waits),
+        ));
+    }
+
+    /// Starts `request` with the dynamic filters as they stand ANDed into its
+    /// predicate, so that the daemon filters rows with them, not only row groups: a
+    /// complete hash-join filter (the build side's keys, as a list) keeps only the probe
+    /// rows that can join, before their other columns are decoded or sent. Any value a
+    /// dynamic filter has taken is safe to filter with: its producers only tighten it
+    /// (a top-k's threshold), or set it once, complete (a hash join).
+    fn start(&self, daemon: &Daemon, mut request: ScanRequest) -> Result<ScanStream> {
+        self.wait_for_a_complete_filter();
+        if let Some(dynamic) = self.dynamic_predicate() {
+            request.predicate = Some(match request.predicate.take() {
+                Some(p) => Predicate::And(vec![p, dynamic]),
+                None => dynamic,
+            });
+        }
+        daemon
+            .scan(&request)
+            .map_err(|e| DataFusionError::External(Box::new(e)))
+    }
+
     fn read(
         &self,
         mut stream: ScanStream,
@@ -796,6 +877,73 @@ fn distinct_into_scan(
             all_keys.then(|| scan.with_distinct()).flatten()
         },
     )
+}
+
+/// How long a hash join's probe scan waits for the join's filter before it starts
+/// without (the build side is still being read: a big build side, a slow disk).
+const JOIN_FILTER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Marks the scans on the probe side of a hash join that pushes a dynamic filter (its
+/// build side's keys) as [`join_probe`](DaemonScanExec::join_probe): they start once
+/// the build side is in and hand the keys to the daemon as a row filter, so that only
+/// probe rows that can join are decoded in full and sent through the ring (TPC-H Q17:
+/// a few thousand of six million lineitems). Through repartitioning, projections,
+/// filters and cooperative wrappers.
+#[derive(Debug, Default)]
+pub(crate) struct JoinProbeFilters;
+
+impl PhysicalOptimizerRule for JoinProbeFilters {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        use datafusion::physical_plan::coop::CooperativeExec;
+        use datafusion::physical_plan::filter::FilterExec;
+        use datafusion::physical_plan::joins::HashJoinExec;
+        plan.transform_up(|node| {
+            let Some(join) = node.downcast_ref::<HashJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if join.dynamic_expressions_produced().is_empty() {
+                return Ok(Transformed::no(node));
+            }
+            let probe = rewrite_scan_below(
+                join.right(),
+                (),
+                &|n, ()| {
+                    (n.is::<RepartitionExec>()
+                        || n.is::<ProjectionExec>()
+                        || n.is::<FilterExec>()
+                        || n.is::<CooperativeExec>())
+                    .then_some(())
+                },
+                &|scan, ()| {
+                    (!scan.dynamic_filters.is_empty()).then(|| DaemonScanExec {
+                        join_probe: true,
+                        ..scan.copy()
+                    })
+                },
+            )?;
+            match probe {
+                Some(probe) => Ok(Transformed::yes(replace_children_if_necessary(
+                    Arc::clone(&node),
+                    vec![Arc::clone(join.left()), probe],
+                )?)),
+                None => Ok(Transformed::no(node)),
+            }
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "ringscan_join_probe_filters"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
 }
 
 /// A top-k's first pass: the scan of its first sort key alone, whose k-th value (in

@@ -98,6 +98,52 @@ fn int_cmp(op: CmpOp, num: Num, lo: i128, hi: i128) -> IntCmp {
     }
 }
 
+/// Lists at least this long are looked up in an [`IntSet`].
+const IN_SET_MIN: usize = 8;
+/// The widest key range (in values) an [`IntSet`] covers with a bitmap (1 MiB).
+const IN_SET_BITMAP_RANGE: u64 = 8 << 20;
+
+/// A set of integers: a bitmap over `min..=max` where that range is narrow, else the
+/// sorted keys.
+enum IntSet {
+    Bitmap { min: i64, bits: Vec<u64> },
+    Sorted(Vec<i64>),
+}
+
+impl IntSet {
+    fn new(mut keys: Vec<i64>) -> Self {
+        keys.sort_unstable();
+        keys.dedup();
+        let (Some(&min), Some(&max)) = (keys.first(), keys.last()) else {
+            return Self::Sorted(keys);
+        };
+        let range = max.abs_diff(min);
+        if range >= IN_SET_BITMAP_RANGE {
+            return Self::Sorted(keys);
+        }
+        let mut bits = vec![0u64; (range / 64 + 1) as usize];
+        for k in keys {
+            let at = k.abs_diff(min);
+            bits[(at / 64) as usize] |= 1 << (at % 64);
+        }
+        Self::Bitmap { min, bits }
+    }
+
+    fn contains(&self, v: i64) -> bool {
+        match self {
+            Self::Bitmap { min, bits } => {
+                if v < *min {
+                    return false;
+                }
+                let at = v.abs_diff(*min);
+                bits.get((at / 64) as usize)
+                    .is_some_and(|w| w & (1 << (at % 64)) != 0)
+            }
+            Self::Sorted(keys) => keys.binary_search(&v).is_ok(),
+        }
+    }
+}
+
 /// `value` for every row, NULL where `nulls_of` is NULL.
 fn constant(value: bool, nulls_of: &dyn Array) -> BooleanArray {
     let len = nulls_of.len();
@@ -154,6 +200,9 @@ impl Eval<'_> {
                 negated,
             } => {
                 let name = self.operand_column(expr, "IN")?;
+                if let Some(found) = self.in_int_set(name, list)? {
+                    return self.negate_if(found, *negated);
+                }
                 let any = list.iter().try_fold(all(false, len), |acc, lit| {
                     let eq = self.compare(name, CmpOp::Eq, lit)?;
                     or_kleene(&acc, &eq).map_err(|e| self.arrow(e))
@@ -182,6 +231,41 @@ impl Eval<'_> {
                 .map_err(|e| self.arrow(e))
             }
         }
+    }
+
+    /// `column IN (list)` for an integer column and a long list of integers (a hash
+    /// join's keys, pushed as a dynamic filter): one lookup per row in a bitmap over
+    /// the list's range, or a binary search where the range is wide, instead of one
+    /// comparison kernel per value (200 keys over 6M rows was 1.2G comparisons). `None`
+    /// where it does not apply (short lists, NULL or non-integer values, other types).
+    fn in_int_set(&self, name: &str, list: &[Literal]) -> Result<Option<BooleanArray>, ScanError> {
+        if list.len() < IN_SET_MIN {
+            return Ok(None);
+        }
+        let column = self.column(name)?;
+        let values: Vec<i64> = match column.data_type() {
+            DataType::Int64 => column.as_primitive::<Int64Type>().values().to_vec(),
+            DataType::Int32 => column
+                .as_primitive::<Int32Type>()
+                .values()
+                .iter()
+                .map(|&v| i64::from(v))
+                .collect(),
+            _ => return Ok(None),
+        };
+        let keys: Option<Vec<i64>> = list
+            .iter()
+            .map(|l| match l {
+                Literal::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect();
+        let Some(keys) = keys else {
+            return Ok(None);
+        };
+        let set = IntSet::new(keys);
+        let found: BooleanBuffer = values.iter().map(|&v| set.contains(v)).collect();
+        Ok(Some(BooleanArray::new(found, column.logical_nulls())))
     }
 
     fn negate_if(&self, a: BooleanArray, negated: bool) -> Result<BooleanArray, ScanError> {
@@ -443,5 +527,60 @@ mod tests {
             int_cmp(CmpOp::NotEq, Num::Float(f64::NAN), lo, hi),
             IntCmp::Const(true)
         );
+    }
+
+    /// `x IN (list)` as an OR of `x = value`, the path short lists take.
+    fn naive_in(batch: &RecordBatch, list: &[Literal], negated: bool) -> BooleanArray {
+        let eval = Eval {
+            batch,
+            file: Path::new("t"),
+        };
+        let any = list
+            .iter()
+            .map(|l| {
+                eval.eval(&Predicate::compare("x", CmpOp::Eq, l.clone()))
+                    .unwrap()
+            })
+            .fold(all(false, batch.num_rows()), |acc, eq| {
+                or_kleene(&acc, &eq).unwrap()
+            });
+        if negated {
+            not(&any).unwrap()
+        } else {
+            any
+        }
+    }
+
+    proptest::proptest! {
+        /// Long integer lists (bitmap and sorted) answer as the OR of equalities,
+        /// NULL rows NULL, for 64- and 32-bit columns, IN and NOT IN.
+        #[test]
+        fn long_integer_in_lists_equal_the_or_of_equalities(
+            rows in proptest::collection::vec(proptest::option::of(-300i64..300), 1..300),
+            keys in proptest::collection::vec(-300i64..300, 8..60),
+            wide in proptest::bool::ANY,
+            int32 in proptest::bool::ANY,
+            negated in proptest::bool::ANY,
+        ) {
+            // A wide list spreads its keys past the bitmap's range.
+            let spread = |v: i64| if wide { v * 1_000_000 } else { v };
+            let rows: Vec<Option<i64>> = rows.into_iter().map(|v| v.map(spread)).collect();
+            let list: Vec<Literal> = keys.into_iter().map(|k| Literal::Int(spread(k))).collect();
+            let column: ArrayRef = if int32 && !wide {
+                Arc::new(arrow_array::Int32Array::from(
+                    rows.iter().map(|v| v.map(|v| v as i32)).collect::<Vec<_>>(),
+                ))
+            } else {
+                Arc::new(Int64Array::from(rows))
+            };
+            let batch = RecordBatch::try_from_iter([("x", column)]).unwrap();
+            let pred = Predicate::InList {
+                expr: Operand::Column("x".into()),
+                list: list.clone(),
+                negated,
+            };
+            let fast = evaluate(&pred, &batch, Path::new("t")).unwrap();
+            proptest::prop_assert_eq!(fast, naive_in(&batch, &list, negated));
+        }
     }
 }
