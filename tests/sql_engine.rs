@@ -529,3 +529,66 @@ fn a_hash_join_filters_its_probe_scan_with_the_build_sides_keys() {
     let outcome = session.query(all, false).expect(all);
     assert_eq!(csv_of(&outcome), "n\n60000\n");
 }
+
+/// `dir/t/part-0.parquet` holding `v` = `first..first + rows`, uncompressed and plain, so
+/// that two files of the same row count have the same size.
+fn write_plain(path: &Path, first: i64, rows: i64) {
+    let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new((first..first + rows).collect::<Int64Array>())],
+    )
+    .expect("batch");
+    let props = WriterProperties::builder()
+        .set_dictionary_enabled(false)
+        .set_compression(parquet::basic::Compression::UNCOMPRESSED)
+        .build();
+    let file = File::create(path).expect("create");
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+/// Issue 17 (6): file identity was (size, mtime), so a same-size rewrite that kept its
+/// mtime (`cp -p`, `rsync -t`) was served from the footer, column and result caches.
+#[test]
+fn same_size_rewrite_keeping_its_mtime_is_not_served_stale() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    std::fs::create_dir_all(data.join("t")).expect("mkdir");
+    let file = data.join("t/part-0.parquet");
+    write_plain(&file, 0, 10_000);
+    let _guard = DaemonGuard(data);
+    let mut session = started_session(data);
+    let sql = "SELECT sum(v) AS s, max(v) AS m FROM t";
+    let answer = |first: i64| {
+        let sum: i64 = (first..first + 10_000).sum();
+        format!("s,m\n{sum},{}\n", first + 9_999)
+    };
+    for _ in 0..3 {
+        let outcome = session.query(sql, true).expect(sql);
+        assert_eq!(csv_of(&outcome), answer(0));
+    }
+    let before = std::fs::metadata(&file).expect("stat");
+    // Overwritten in place (same inode), then replaced by a rename (another inode); each
+    // time with the old size and mtime.
+    for (round, first) in [(0, 7), (1, 1_000)] {
+        if round == 0 {
+            write_plain(&file, first, 10_000);
+        } else {
+            let fresh = data.join("t/.fresh");
+            write_plain(&fresh, first, 10_000);
+            std::fs::rename(&fresh, &file).expect("rename");
+        }
+        File::options()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_modified(before.modified().expect("mtime")))
+            .expect("set mtime");
+        let after = std::fs::metadata(&file).expect("stat");
+        assert_eq!(after.len(), before.len(), "the rewrite must keep the size");
+        assert_eq!(after.modified().ok(), before.modified().ok());
+        let outcome = session.query(sql, true).expect(sql);
+        assert_eq!(csv_of(&outcome), answer(first), "round {round}");
+    }
+}

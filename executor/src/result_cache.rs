@@ -1,8 +1,8 @@
 //! Finished query results, cached by plan and data version.
 //!
 //! The key is the optimized logical plan's text (two SQL texts that plan alike share
-//! it) plus the data version the caller read: `(path, size, mtime_ns)` of every file
-//! scanned. Any change to a file changes the key, so a stale result is never served;
+//! it) plus the data version the caller read: `(path, size, mtime_ns, (device, inode,
+//! ctime_ns))` of every file scanned. Any change to a file changes the key, so a stale result is never served;
 //! old versions age out of the LRU.
 
 use std::path::PathBuf;
@@ -11,8 +11,10 @@ use std::sync::Arc;
 use crate::cache::{ByteLru, CacheStats};
 use crate::result::QueryResult;
 
-/// The files a result was computed from: `(path, size in bytes, mtime in ns)`.
-pub type DataVersion = Vec<(PathBuf, u64, i128)>;
+/// The files a result was computed from: `(path, size in bytes, mtime in ns, (device,
+/// inode, ctime in ns))`. The last part tells a same-size rewrite that kept its mtime
+/// (`cp -p`, `rsync -t`) from the file it replaced.
+pub type DataVersion = Vec<(PathBuf, u64, i128, (u64, u64, i128))>;
 
 /// A result cache key; build it once per query with [`ResultKey::from_parts`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -37,7 +39,7 @@ impl ResultKey {
             + self
                 .version
                 .iter()
-                .map(|(p, _, _)| p.as_os_str().len() + 32)
+                .map(|(p, ..)| p.as_os_str().len() + 64)
                 .sum::<usize>()
     }
 }
@@ -110,8 +112,8 @@ mod tests {
     #[test]
     fn changed_version_never_serves_a_stale_result() {
         let v1 = vec![
-            (PathBuf::from("/d/a.parquet"), 100, 1_000),
-            (PathBuf::from("/d/b.parquet"), 7, 2_000),
+            (PathBuf::from("/d/a.parquet"), 100, 1_000, (1, 2, 3)),
+            (PathBuf::from("/d/b.parquet"), 7, 2_000, (1, 2, 3)),
         ];
         let mut cache = ResultCache::new(1 << 20);
         cache.insert(key(PLAN, v1.clone()), result());
@@ -120,13 +122,23 @@ mod tests {
         let reordered: DataVersion = v1.iter().rev().cloned().collect();
         assert!(cache.get(&key(PLAN, reordered)).is_some());
         for changed in [
-            vec![(PathBuf::from("/d/a.parquet"), 101, 1_000)],
-            vec![(PathBuf::from("/d/a.parquet"), 100, 1_001)],
-            vec![(PathBuf::from("/d/c.parquet"), 100, 1_000)],
+            vec![(PathBuf::from("/d/a.parquet"), 101, 1_000, (1, 2, 3))],
+            vec![(PathBuf::from("/d/a.parquet"), 100, 1_001, (1, 2, 3))],
+            vec![(PathBuf::from("/d/c.parquet"), 100, 1_000, (1, 2, 3))],
+            // Rewritten in place, size and mtime kept (`cp -p`): its ctime moved.
             vec![
-                (PathBuf::from("/d/a.parquet"), 100, 1_000),
-                (PathBuf::from("/d/b.parquet"), 7, 2_000),
-                (PathBuf::from("/d/new.parquet"), 1, 1),
+                (PathBuf::from("/d/a.parquet"), 100, 1_000, (1, 2, 4)),
+                (PathBuf::from("/d/b.parquet"), 7, 2_000, (1, 2, 3)),
+            ],
+            // Replaced by another file of the same size and mtime.
+            vec![
+                (PathBuf::from("/d/a.parquet"), 100, 1_000, (1, 9, 3)),
+                (PathBuf::from("/d/b.parquet"), 7, 2_000, (1, 2, 3)),
+            ],
+            vec![
+                (PathBuf::from("/d/a.parquet"), 100, 1_000, (1, 2, 3)),
+                (PathBuf::from("/d/b.parquet"), 7, 2_000, (1, 2, 3)),
+                (PathBuf::from("/d/new.parquet"), 1, 1, (1, 2, 3)),
             ],
             vec![],
         ] {
@@ -140,11 +152,11 @@ mod tests {
     #[test]
     fn bounded_by_bytes() {
         let r = result();
-        let one = key(PLAN, vec![(PathBuf::from("/d/a.parquet"), 0, 0)]);
+        let one = key(PLAN, vec![(PathBuf::from("/d/a.parquet"), 0, 0, (1, 2, 3))]);
         let entry = r.approx_size_bytes() + one.size_bytes();
         let mut cache = ResultCache::new(entry * 3);
         for i in 0..10 {
-            let v = vec![(PathBuf::from("/d/a.parquet"), i, 0)];
+            let v = vec![(PathBuf::from("/d/a.parquet"), i, 0, (1, 2, 3))];
             cache.insert(key(PLAN, v), Arc::clone(&r));
         }
         let s = cache.stats();

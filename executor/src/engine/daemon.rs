@@ -48,7 +48,10 @@ impl TableEntry {
             .files
             .iter()
             .chain(&self.info.dirs)
-            .map(|v| (v.path.clone(), v.size_bytes, v.modified_ns))
+            .map(|v| {
+                let identity = (v.device, v.inode, v.changed_ns);
+                (v.path.clone(), v.size_bytes, v.modified_ns, identity)
+            })
             .collect()
     }
 

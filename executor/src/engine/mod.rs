@@ -717,7 +717,7 @@ fn data_version(entries: &[Arc<daemon::TableEntry>]) -> DataVersion {
             entry
                 .version()
                 .into_iter()
-                .map(|(p, size, mtime)| (Path::new(&label).join(p), size, mtime)),
+                .map(|(p, size, mtime, id)| (Path::new(&label).join(p), size, mtime, id)),
         );
     }
     version

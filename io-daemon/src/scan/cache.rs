@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
 
 use parquet::file::metadata::{
     FileMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataBuilder, ParquetMetaDataReader,
 };
+
+use ringscan_ipc::msg::FileVersion;
 
 use super::columns::ColumnCache;
 use super::derived::{Derived, DerivedCache};
@@ -41,8 +42,8 @@ pub struct CacheStats {
 
 #[derive(Debug)]
 struct Entry {
-    len: u64,
-    mtime: Option<SystemTime>,
+    /// The file's size, mtime, device, inode and ctime when it was parsed.
+    version: FileVersion,
     /// The footer, parsed without any page index.
     meta: Arc<ParquetMetaData>,
     /// Page indexes of this file version, loaded on demand.
@@ -89,8 +90,10 @@ impl Inner {
     }
 }
 
-/// Parsed footers keyed by path and validated by (file size, mtime): a file rewritten in
-/// place is parsed again. Bounded by the sum of `ParquetMetaData::memory_size()` and the
+/// Parsed footers keyed by path and validated by the file's size, mtime, device, inode
+/// and ctime ([`FileVersion`]): a file rewritten in place is parsed again, also when the
+/// rewrite kept its size and mtime (`cp -p`, `rsync -t`: the ctime moves, and a file
+/// replaced by rename has another inode). Bounded by the sum of `ParquetMetaData::memory_size()` and the
 /// page indexes' estimated sizes; the least recently used files go first (eviction scans
 /// the entries, fine for the thousands of files a daemon holds). Shared by reference
 /// across scans (`&self`).
@@ -164,13 +167,13 @@ impl MetadataCache {
             source,
         };
         let stat = file.metadata().map_err(io)?;
-        let (len, mtime) = (stat.len(), stat.modified().ok());
+        let version = FileVersion::from_metadata(PathBuf::new(), &stat);
         {
             let mut inner = self.lock();
             inner.tick += 1;
             let tick = inner.tick;
             if let Some(e) = inner.entries.get_mut(path) {
-                if e.len == len && e.mtime == mtime {
+                if e.version.same_contents(&version) {
                     e.last_used = tick;
                     let meta = Arc::clone(&e.meta);
                     inner.stats.hits += 1;
@@ -189,7 +192,7 @@ impl MetadataCache {
                 })
         })?;
         let meta = Arc::new(with_true_row_count(meta));
-        self.insert(path, len, mtime, &meta);
+        self.insert(path, version, &meta);
         Ok(meta)
     }
 
@@ -261,13 +264,7 @@ impl MetadataCache {
         Ok(())
     }
 
-    fn insert(
-        &self,
-        path: &Path,
-        len: u64,
-        mtime: Option<SystemTime>,
-        meta: &Arc<ParquetMetaData>,
-    ) {
+    fn insert(&self, path: &Path, version: FileVersion, meta: &Arc<ParquetMetaData>) {
         let bytes = meta.memory_size();
         let mut inner = self.lock();
         if let Some(old) = inner.entries.remove(path) {
@@ -279,8 +276,7 @@ impl MetadataCache {
             inner.entries.insert(
                 path.to_path_buf(),
                 Entry {
-                    len,
-                    mtime,
+                    version,
                     meta: Arc::clone(meta),
                     indexes: HashMap::new(),
                     bytes,
