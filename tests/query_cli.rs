@@ -120,3 +120,38 @@ fn stats_json_reports_the_timed_runs_of_a_warm_session() {
         .unwrap_or(0);
     assert!(reused >= 4, "{text}");
 }
+
+/// Issue 17 (14): the state directory is private (0700: its log holds queries and
+/// paths, its socket answers whoever reaches it), its files 0600, also when it existed
+/// before with looser modes; the table name `.` (every table as one) is refused.
+#[test]
+fn state_directory_is_private_and_dot_is_not_a_table() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    write_table(data, 100);
+    let state = data.join(".ringscan");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let _guard = DaemonGuard(data);
+    let out = ringscan(&["query", "SELECT count(*) AS n FROM t"], data);
+    assert!(out.status.success(), "{out:?}");
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700, "state directory");
+    for file in ["io.log", "io.lock", "runs.jsonl"] {
+        assert_eq!(mode(&state.join(file)), 0o600, "{file}");
+    }
+    for sql in [
+        "SELECT count(*) FROM \".\"",
+        "SELECT count(*) FROM '.'",
+        "SELECT count(*) FROM './'",
+    ] {
+        let out = ringscan(&["query", sql], data);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{sql}: {stderr}");
+        assert!(
+            stderr.contains("names the data directory itself"),
+            "{sql}: {stderr}"
+        );
+    }
+}

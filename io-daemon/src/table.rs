@@ -179,17 +179,25 @@ fn check_relative(what: &'static str, text: &str) -> Result<(), TableError> {
     if text.contains('\0') {
         return Err(invalid("contains NUL"));
     }
+    let mut named = false;
     for component in Path::new(text).components() {
         match component {
             Component::Normal(c) if c.to_string_lossy().starts_with('.') => {
                 return Err(invalid("hidden components are not tables or data"));
             }
-            Component::Normal(_) | Component::CurDir => {}
+            Component::Normal(_) => named = true,
+            Component::CurDir => {}
             Component::ParentDir => return Err(invalid("'..' leaves the data directory")),
             Component::RootDir | Component::Prefix(_) => {
                 return Err(invalid("must be relative to the data directory"));
             }
         }
+    }
+    if !named {
+        // `.` would read every table of the data directory as one.
+        return Err(invalid(
+            "names the data directory itself, not a table in it",
+        ));
     }
     Ok(())
 }
@@ -661,7 +669,17 @@ mod tests {
 
     #[test]
     fn escaping_names_are_refused() {
-        for bad in ["../x", "/etc", "a/../../b", ".ringscan", "a/.hidden", ""] {
+        for bad in [
+            "../x",
+            "/etc",
+            "a/../../b",
+            ".ringscan",
+            "a/.hidden",
+            "",
+            ".",
+            "./",
+            "./.",
+        ] {
             assert!(check_relative("path", bad).is_err(), "{bad}");
         }
         for good in ["ohlcv", "ohlcv/symbol=SPY/*.parquet", "./a"] {

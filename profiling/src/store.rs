@@ -8,6 +8,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::ProfilingError;
@@ -38,14 +39,21 @@ pub fn append_record(path: &Path, rec: &RunRecord) -> Result<(), ProfilingError>
         });
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| ProfilingError::CreateDir {
-            path: dir.to_owned(),
-            source,
-        })?;
+        // Private, like the state directory it is by default: run records hold
+        // queries and paths.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| ProfilingError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            })?;
     }
     let mut file = OpenOptions::new()
         .append(true)
         .create(true)
+        .mode(0o600)
         .open(path)
         .map_err(|source| ProfilingError::Open {
             path: path.to_owned(),

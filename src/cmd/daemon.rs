@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use ringscan_io_daemon::scan::IoMode;
-use ringscan_io_daemon::server::{self, log_path, parse_duration, state_dir, DaemonConfig};
+use ringscan_io_daemon::server::{self, create_state_dir, log_path, parse_duration, DaemonConfig};
 use ringscan_ipc::client::{ensure_daemon, socket_path, DaemonClient};
 
 use super::common::data_dir;
@@ -96,11 +96,13 @@ pub(crate) fn spawn_detached(
     data_dir: &Path,
     idle_timeout: Duration,
 ) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt as _;
-    std::fs::create_dir_all(state_dir(data_dir))?;
+    create_state_dir(data_dir)?;
     let log = OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(log_path(data_dir))?;
     let child = Command::new(exe)
         .arg("daemon")

@@ -49,5 +49,12 @@ impl Log {
 }
 
 fn open(path: &Path) -> Option<File> {
-    OpenOptions::new().create(true).append(true).open(path).ok()
+    use std::os::unix::fs::OpenOptionsExt;
+    // Private: the log holds queries and paths.
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .ok()
 }

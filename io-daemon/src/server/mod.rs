@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::net::Shutdown;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -119,6 +119,20 @@ fn keep_c_heap() {}
 /// The daemon's state directory `<data>/.ringscan`.
 pub fn state_dir(data_dir: &Path) -> PathBuf {
     data_dir.join(".ringscan")
+}
+
+/// Creates the state directory of `data_dir` (and what leads to it) private to its
+/// owner, 0700, or makes an existing one so: its log holds queries and paths, its
+/// socket answers whoever can reach it.
+pub fn create_state_dir(data_dir: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let state = state_dir(data_dir);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state)?;
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o700))?;
+    Ok(state)
 }
 
 /// The lock file.
@@ -240,7 +254,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     let data_dir = fs::canonicalize(&config.data_dir)
         .map_err(io_error("resolving the data directory", &config.data_dir))?;
     let state = state_dir(&data_dir);
-    fs::create_dir_all(&state).map_err(io_error("creating", &state))?;
+    create_state_dir(&data_dir).map_err(io_error("creating", &state))?;
 
     let lock_file = lock_path(&data_dir);
     let mut lock = File::options()
@@ -248,6 +262,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(&lock_file)
         .map_err(io_error("opening", &lock_file))?;
     match lock.try_lock() {
