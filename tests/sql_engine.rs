@@ -592,3 +592,39 @@ fn same_size_rewrite_keeping_its_mtime_is_not_served_stale() {
         assert_eq!(csv_of(&outcome), answer(first), "round {round}");
     }
 }
+
+/// Issue 17 (9): `min` of a half-float column with a sign-bit NaN (parquet-testing's
+/// `floating_orders_nan_count.parquet`) was NaN: scans made NaNs positive for 32- and
+/// 64-bit floats only, and DataFusion orders a negative NaN below every number.
+#[test]
+fn half_float_nans_order_above_every_number() {
+    use half::f16;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    std::fs::create_dir_all(data.join("h")).expect("mkdir");
+    let schema = Arc::new(Schema::new(vec![Field::new("h", DataType::Float16, true)]));
+    let values = [
+        Some(f16::from_bits(0xFE00)), // a NaN with its sign bit set
+        Some(f16::from_f32(-5.0)),
+        Some(f16::from_f32(2.5)),
+        Some(f16::NEG_ZERO),
+        None,
+    ];
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(arrow_array::Float16Array::from(values.to_vec()))],
+    )
+    .expect("batch");
+    let file = File::create(data.join("h/part-0.parquet")).expect("create");
+    let mut writer = ArrowWriter::try_new(file, schema, None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    let _guard = DaemonGuard(data);
+    let mut session = started_session(data);
+    let sql = "SELECT min(h) AS lo, max(h) AS hi FROM h";
+    let outcome = session.query(sql, false).expect(sql);
+    assert_eq!(csv_of(&outcome), "lo,hi\n-5.0,nan\n");
+    let sql = "SELECT h FROM h ORDER BY h NULLS LAST";
+    let outcome = session.query(sql, false).expect(sql);
+    assert_eq!(csv_of(&outcome), "h\n-5.0\n0.0\n2.5\nnan\n\n");
+}

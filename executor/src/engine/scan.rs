@@ -539,7 +539,7 @@ struct RingReader {
 /// as it is (no copy; one pass to look).
 fn canonical_floats(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
     use arrow_array::cast::AsArray;
-    use arrow_array::types::{Float32Type, Float64Type};
+    use arrow_array::types::{Float16Type, Float32Type, Float64Type};
     use arrow_schema::DataType;
     // `v + 0.0` turns `-0.0` into `+0.0` and leaves every other number as it is.
     match column.data_type() {
@@ -555,6 +555,25 @@ fn canonical_floats(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
                         f64::NAN
                     } else {
                         v + 0.0
+                    }
+                }));
+            }
+        }
+        DataType::Float16 => {
+            use half::f16;
+            let values = column.as_primitive::<Float16Type>();
+            if values
+                .values()
+                .iter()
+                .any(|v| v.is_sign_negative() && (v.is_nan() || *v == f16::ZERO))
+            {
+                return Arc::new(values.unary::<_, Float16Type>(|v| {
+                    if v.is_nan() {
+                        f16::NAN
+                    } else if v == f16::ZERO {
+                        f16::ZERO
+                    } else {
+                        v
                     }
                 }));
             }
