@@ -155,3 +155,38 @@ fn state_directory_is_private_and_dot_is_not_a_table() {
         );
     }
 }
+
+/// Issue 17 (12): SIGTERM stops the daemon as `daemon stop` does (socket removed, the
+/// exit logged) instead of killing it with its socket left behind.
+#[test]
+fn sigterm_stops_the_daemon_cleanly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    write_table(data, 10);
+    let _guard = DaemonGuard(data);
+    let started = ringscan(&["daemon", "start"], data);
+    assert!(started.status.success(), "{started:?}");
+    let state = data.join(".ringscan");
+    let pid = std::fs::read_to_string(state.join("io.lock")).expect("lock file");
+    let pid = pid.trim();
+    assert!(pid.parse::<u32>().is_ok(), "pid {pid:?}");
+    assert!(state.join("io.sock").exists());
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", pid])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let log = state.join("io.log");
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("daemon exiting (SIGTERM or SIGINT)") && !state.join("io.sock").exists() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not stop cleanly on SIGTERM: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

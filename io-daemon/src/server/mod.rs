@@ -92,6 +92,37 @@ impl DaemonConfig {
     }
 }
 
+/// Set by the SIGTERM/SIGINT handler; the watchdog then stops the daemon as a `Stop`
+/// would: no new connections, running scans cut, socket removed, exit status 0.
+static TERMINATED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_termination_signal(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    TERMINATED.store(true, Ordering::Release);
+}
+
+/// SIGTERM (a service manager, `kill`) and SIGINT (Ctrl-C on `daemon run`) stop the
+/// daemon cleanly instead of killing it with its socket left behind.
+#[allow(
+    unsafe_code,
+    reason = "sigaction: installing a handler that only stores to an atomic"
+)]
+fn stop_on_termination_signals() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: `action` is fully initialised (zeroed, then the handler and an empty
+        // mask set); the handler is async-signal-safe (one atomic store) and lives for
+        // the whole program. A failure leaves the default action, which still ends the
+        // process.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_termination_signal as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
 /// Tells glibc's allocator (used by the C code linked in: zstd) to keep freed memory
 /// rather than hand it back to the kernel at once. Parquet makes a zstd compression and
 /// decompression context for every column chunk it reads (about 100 KiB each); with
@@ -250,6 +281,7 @@ impl Drop for ScanSlot {
 /// Runs the daemon for `config.data_dir` until it is stopped or idle.
 pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     keep_c_heap();
+    stop_on_termination_signals();
     // The data directory must exist: a typo must not create a new one.
     let data_dir = fs::canonicalize(&config.data_dir)
         .map_err(io_error("resolving the data directory", &config.data_dir))?;
@@ -326,7 +358,10 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         shared.config.idle_timeout.as_millis()
     ));
     let watchdog = spawn_watchdog(&shared, &socket);
-    let reason = accept_loop(&listener, &shared);
+    let reason = match accept_loop(&listener, &shared) {
+        _ if TERMINATED.load(Ordering::Acquire) => "SIGTERM or SIGINT",
+        reason => reason,
+    };
     shared.stopping.store(true, Ordering::Release);
     if let Ok(w) = watchdog {
         let _ = w.join();
@@ -361,6 +396,10 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
 fn exit_reason(shared: &Shared) -> Option<&'static str> {
     if shared.stopping.load(Ordering::Acquire) {
         return Some("stopped");
+    }
+    if TERMINATED.load(Ordering::Acquire) {
+        shared.stopping.store(true, Ordering::Release);
+        return Some("SIGTERM or SIGINT");
     }
     let idle = shared.connection_count() == 0
         && shared
