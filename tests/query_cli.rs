@@ -190,3 +190,45 @@ fn sigterm_stops_the_daemon_cleanly() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A daemon whose executable was replaced (a rebuild, an upgrade) exits once it has no
+/// connection, so that the next client starts the new one instead of being served by
+/// the old code.
+#[test]
+fn a_daemon_whose_executable_was_replaced_exits_when_idle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write_table(&data, 10);
+    let exe = dir.path().join("ringscan");
+    std::fs::copy(env!("CARGO_BIN_EXE_ringscan"), &exe).expect("copy the binary");
+    let _guard = DaemonGuard(&data);
+    let started = std::process::Command::new(&exe)
+        .args(["daemon", "start", "--data"])
+        .arg(&data)
+        .output()
+        .expect("daemon start");
+    assert!(started.status.success(), "{started:?}");
+    let state = data.join(".ringscan");
+    // Still the same file a while later: the daemon serves on.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(state.join("io.sock").exists());
+    // Replaced as cargo and package managers do: a new file renamed over the old.
+    let fresh = dir.path().join("ringscan.new");
+    std::fs::copy(env!("CARGO_BIN_EXE_ringscan"), &fresh).expect("copy");
+    std::fs::rename(&fresh, &exe).expect("rename");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(state.join("io.log")).unwrap_or_default();
+        if log.contains("exiting: the executable was replaced") && !state.join("io.sock").exists() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon kept serving after its executable was replaced: {log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The next query starts a daemon of the new executable and answers.
+    let out = ringscan(&["query", "SELECT count(*) AS n FROM t"], &data);
+    assert!(out.status.success(), "{out:?}");
+}

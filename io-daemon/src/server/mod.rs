@@ -234,6 +234,37 @@ pub(crate) struct Shared {
     pub(crate) rings: rings::RingStock,
     /// Threads for connections and scan control loops.
     pub(crate) threads: pool::ThreadPool,
+    /// The executable this daemon runs, as it stood at start ([`ExeIdentity`]).
+    exe: Option<ExeIdentity>,
+}
+
+/// Where the daemon's executable is and which file it was at start (device, inode).
+/// A rebuilt or upgraded `ringscan` replaces that file; a daemon that kept serving would
+/// answer new clients with old code (seen: measurements taken after a rebuild ran the
+/// previous daemon). Such a daemon exits once it has no connection, and the next
+/// client starts the new one.
+#[derive(Debug)]
+struct ExeIdentity {
+    path: PathBuf,
+    file: (u64, u64),
+}
+
+impl ExeIdentity {
+    fn now() -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let path = std::env::current_exe().ok()?;
+        let meta = fs::metadata(&path).ok()?;
+        Some(Self {
+            path,
+            file: (meta.dev(), meta.ino()),
+        })
+    }
+
+    /// Whether the file at the path is no longer the one the daemon started from.
+    fn replaced(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(&self.path).map_or(true, |m| (m.dev(), m.ino()) != self.file)
+    }
 }
 
 impl Shared {
@@ -342,6 +373,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         last_activity: Mutex::new(Instant::now()),
         rings: rings::RingStock::start(),
         threads: pool::ThreadPool::default(),
+        exe: ExeIdentity::now(),
     });
     // Rings of a daemon that died before their scans' clients attached (or that it
     // kept ready) would stay in /dev/shm: remove those whose producer is gone.
@@ -401,6 +433,9 @@ fn exit_reason(shared: &Shared) -> Option<&'static str> {
         shared.stopping.store(true, Ordering::Release);
         return Some("SIGTERM or SIGINT");
     }
+    if shared.connection_count() == 0 && shared.exe.as_ref().is_some_and(ExeIdentity::replaced) {
+        return Some("the executable was replaced");
+    }
     let idle = shared.connection_count() == 0
         && shared
             .last_activity
@@ -420,7 +455,8 @@ fn spawn_watchdog(shared: &Arc<Shared>, socket: &Path) -> io::Result<JoinHandle<
         .name("daemon-watchdog".into())
         .spawn(move || loop {
             if let Some(reason) = exit_reason(&shared) {
-                if reason == "idle" {
+                if reason != "stopped" && reason != "SIGTERM or SIGINT" {
+                    shared.log.line(&format!("exiting: {reason}"));
                     shared.idle_exit.store(true, Ordering::Release);
                 }
                 // Wake the accept; the loop sees the flag. A failed connect means the
