@@ -497,13 +497,22 @@ impl Consumer {
             .header()
             .write_pos
             .load(Ordering::Acquire);
-        if wp < self.write_pos || wp > self.cursor + self.capacity || !wp.is_multiple_of(64) {
+        // The producer may run at most a ring ahead of the oldest record still held
+        // (our own count, not the header's, which the peer can write): past it, it
+        // would have overwritten a batch a caller still reads zero-copy.
+        let read_pos = self
+            .shared
+            .tracker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read_pos();
+        let limit = read_pos + self.capacity;
+        if wp < self.write_pos || wp > limit || !wp.is_multiple_of(64) {
             return Err(RingError::corrupt(
                 self.name(),
                 format!(
-                    "write position {wp} outside [{}, {}] or unaligned",
-                    self.write_pos,
-                    self.cursor + self.capacity
+                    "write position {wp} outside [{}, {limit}] or unaligned",
+                    self.write_pos
                 ),
             ));
         }

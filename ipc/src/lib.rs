@@ -19,6 +19,16 @@
 //! All `unsafe` code lives in one private module (`sys`: libc calls and the zero-copy
 //! buffer constructor); everything read from the segment is validated before use.
 //!
+//! **Trust model.** A segment is created 0600 and shared with one process of the same
+//! user (the daemon and the executor are the same program). Record framing and
+//! positions are checked against the consumer's own state (the write position may not
+//! pass the oldest record the consumer still holds plus the capacity), so a confused
+//! or dead peer is an error, never a read out of bounds. Batch payloads, though, are
+//! validated once, in place, in memory the peer can still write: a hostile same-user
+//! peer that rewrites a payload after validation could make a reader see invalid
+//! offsets. The ring trusts a same-uid peer not to; anything that needs more (another
+//! user, another trust domain) must copy the payload out before validating it.
+//!
 //! # Example
 //!
 //! ```

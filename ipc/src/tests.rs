@@ -255,6 +255,22 @@ fn corrupt_records_are_errors_not_ub() {
     let (p, mut c) = pair(1 << 16);
     p.header().write_pos.store(1 << 40, Ordering::Release);
     assert!(matches!(c.next(), Some(Err(RingError::Corrupt { .. }))));
+    // A write position a whole ring past the consumer's cursor while a batch it read
+    // is still held (issue 17, item 15): the producer would have overwritten it.
+    let (mut p, mut c) = pair(1 << 16);
+    p.push(&ints(&schema, 0, 5)).unwrap();
+    let held = c.next().unwrap().unwrap();
+    let cursor = p.header().write_pos.load(Ordering::Acquire);
+    p.header()
+        .write_pos
+        .store(cursor + (1 << 16), Ordering::Release);
+    match c.next() {
+        Some(Err(RingError::Corrupt { detail, .. })) => {
+            assert!(detail.contains("write position"), "{detail}");
+        }
+        other => panic!("expected a corrupt write position, got {other:?}"),
+    }
+    assert_eq!(held.num_rows(), 5);
     // And on the producer side, a read position past the write position.
     let (mut p, _c) = pair(1 << 16);
     p.header().read_pos.store(1 << 20, Ordering::Release);
