@@ -29,7 +29,7 @@ impl ReleaseTracker {
         }
     }
 
-    #[cfg(test)]
+    /// The end of the released prefix: everything before it is free to overwrite.
     pub(crate) fn read_pos(&self) -> u64 {
         self.read_pos
     }
