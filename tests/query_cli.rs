@@ -176,16 +176,21 @@ fn sigterm_stops_the_daemon_cleanly() {
         .status()
         .expect("kill");
     assert!(kill.success());
+    wait_for_daemon_exit(&state, "daemon exiting (SIGTERM or SIGINT)");
+}
+
+/// Waits (10 s at most) until the daemon of state directory `state` has removed its
+/// socket and logged `line`.
+fn wait_for_daemon_exit(state: &Path, line: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let log = state.join("io.log");
     loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("daemon exiting (SIGTERM or SIGINT)") && !state.join("io.sock").exists() {
-            break;
+        let log = std::fs::read_to_string(state.join("io.log")).unwrap_or_default();
+        if log.contains(line) && !state.join("io.sock").exists() {
+            return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the daemon did not stop cleanly on SIGTERM: {text}"
+            "the daemon did not exit with {line:?}: {log}"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -216,18 +221,7 @@ fn a_daemon_whose_executable_was_replaced_exits_when_idle() {
     let fresh = dir.path().join("ringscan.new");
     std::fs::copy(env!("CARGO_BIN_EXE_ringscan"), &fresh).expect("copy");
     std::fs::rename(&fresh, &exe).expect("rename");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let log = std::fs::read_to_string(state.join("io.log")).unwrap_or_default();
-        if log.contains("exiting: the executable was replaced") && !state.join("io.sock").exists() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the daemon kept serving after its executable was replaced: {log}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_daemon_exit(&state, "exiting: the executable was replaced");
     // The next query starts a daemon of the new executable and answers.
     let out = ringscan(&["query", "SELECT count(*) AS n FROM t"], &data);
     assert!(out.status.success(), "{out:?}");

@@ -797,6 +797,21 @@ fn offset_into_scan(
     )
 }
 
+/// `node` over `input` where a rule rewrote its only input, else `node` unchanged.
+fn with_new_input(
+    node: Arc<dyn ExecutionPlan>,
+    input: Option<Arc<dyn ExecutionPlan>>,
+) -> Result<datafusion::common::tree_node::Transformed<Arc<dyn ExecutionPlan>>> {
+    use datafusion::common::tree_node::Transformed;
+    match input {
+        Some(input) => Ok(Transformed::yes(replace_children_if_necessary(
+            node,
+            vec![input],
+        )?)),
+        None => Ok(Transformed::no(node)),
+    }
+}
+
 /// `plan` with the daemon scan under it replaced by `at_scan(scan, state)`, through
 /// single-input operators that `through(node, state)` lets pass (with the state as it
 /// stands below them); `None` where either refuses.
@@ -853,13 +868,8 @@ impl PhysicalOptimizerRule for DistinctToDaemon {
             let (Some(keys), true) = (keys, plain) else {
                 return Ok(Transformed::no(node));
             };
-            match distinct_into_scan(agg.input(), keys)? {
-                Some(input) => Ok(Transformed::yes(replace_children_if_necessary(
-                    Arc::clone(&node),
-                    vec![input],
-                )?)),
-                None => Ok(Transformed::no(node)),
-            }
+            let input = distinct_into_scan(agg.input(), keys)?;
+            with_new_input(node, input)
         })
         .map(|t| t.data)
     }
@@ -1096,13 +1106,8 @@ impl PhysicalOptimizerRule for TopKLateMaterialization {
                 descending: first.options.descending,
                 k,
             };
-            match prepass_into_scan(sort.input(), prepass)? {
-                Some(input) => Ok(Transformed::yes(replace_children_if_necessary(
-                    Arc::clone(&node),
-                    vec![input],
-                )?)),
-                None => Ok(Transformed::no(node)),
-            }
+            let input = prepass_into_scan(sort.input(), prepass)?;
+            with_new_input(node, input)
         })
         .map(|t| t.data)
     }
