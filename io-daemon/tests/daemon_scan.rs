@@ -304,7 +304,8 @@ fn mapped_file_truncated_mid_read_is_an_error_and_the_daemon_lives() {
             .unwrap()
             .expect("a first batch")
             .num_rows();
-        assert_eq!(rows, 500);
+        // A batch of more than an eighth of the ring comes in parts.
+        assert!((1..=500).contains(&rows), "{rows}");
         std::fs::OpenOptions::new()
             .write(true)
             .open(&victim)

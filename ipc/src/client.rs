@@ -317,6 +317,7 @@ impl DaemonClient {
 
     fn stream_of(&self, conn: Conn, consumer: Consumer) -> ScanStream {
         ScanStream {
+            unpinned_before: consumer.unpinned(),
             conn,
             consumer,
             timeout: self.timeout,
@@ -344,6 +345,8 @@ pub struct ScanStream {
     ended: bool,
     /// Where the connection and ring go when the scan ended well.
     home: Arc<Mutex<Vec<Kept>>>,
+    /// The ring's unpin counts when this scan started (a kept ring carries many scans).
+    unpinned_before: (u64, u64),
 }
 
 impl ScanStream {
@@ -418,10 +421,22 @@ impl ScanStream {
         }
         let deadline = Instant::now() + self.timeout;
         match read_message(self.conn.stream(OP)?, deadline, OP)? {
-            DaemonMessage::Summary(summary) => {
+            DaemonMessage::Summary(mut summary) => {
                 summary
                     .validate()
                     .map_err(|source| ClientError::Protocol { op: OP, source })?;
+                // This side's part of the ring's story: batches it kept so long that the
+                // daemon waited on them and they were copied out (`Consumer::unpin`).
+                let (unpins, bytes) = self.consumer.unpinned();
+                if let Some(counters) = summary.counters.as_object_mut() {
+                    counters.insert(
+                        "executor_unpins".to_owned(),
+                        serde_json::json!({
+                            "count": unpins - self.unpinned_before.0,
+                            "bytes": bytes - self.unpinned_before.1,
+                        }),
+                    );
+                }
                 let ScanStream {
                     conn,
                     consumer,

@@ -1,11 +1,18 @@
 //! The consuming side of a ring (the executor): attaches, imports batches zero-copy.
 
+use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long `attach` waits for a just-created segment to be initialised.
 const INIT_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a consumer with nothing to read waits while the producer waits for space
+/// that only batches it handed out can free, before it copies those batches out of the
+/// ring ([`Consumer::unpin`]). Its caller may be keeping them until it gets the next
+/// one (a collect, a sort, an operator that coalesces), and then nobody else would.
+const STALL_GRACE: Duration = Duration::from_millis(10);
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -37,8 +44,6 @@ struct Shared {
     name: String,
     /// The header page, read-write (the consumer writes its pid, state, read position).
     header: Mapping,
-    /// The data area, read-only: the consumer can never scribble over records.
-    data: Mapping,
     tracker: Mutex<ReleaseTracker>,
 }
 
@@ -59,17 +64,23 @@ impl Shared {
     }
 }
 
+/// A mapping of the data area, read-only: the consumer can never scribble over
+/// records. Leases keep the one their batch was read from; after an
+/// [`unpin`](Consumer::unpin) that one holds private copies of their pages.
+type DataMapping = Arc<Mapping>;
+
 /// Owner of one record's ring space; the zero-copy buffers of a batch hold it, and
 /// dropping the last of them gives the space back.
 #[derive(Debug)]
 struct Lease {
     shared: Arc<Shared>,
+    data: DataMapping,
     seq: u64,
 }
 
 impl HoldsMapping for Lease {
     fn mapping(&self) -> &Mapping {
-        &self.shared.data
+        &self.data
     }
 }
 
@@ -89,6 +100,10 @@ impl Drop for Lease {
 #[derive(Debug)]
 pub struct Consumer {
     shared: Arc<Shared>,
+    /// Where records are read from now.
+    data: DataMapping,
+    /// The segment, to map the data area again after an unpin.
+    fd: OwnedFd,
     capacity: u64,
     schema: SchemaRef,
     decoder: BatchDecoder,
@@ -103,6 +118,12 @@ pub struct Consumer {
     finished: bool,
     /// Futex sleeps while the ring was empty.
     blocked_waits: u64,
+    /// Since when, and at which read position, the producer has been waiting for space
+    /// held by our batches while we had nothing to read.
+    stall: Option<(Instant, u64)>,
+    /// Unpins done, and the ring bytes they copied out.
+    unpins: u64,
+    unpinned_bytes: u64,
     /// Start of the last batch record handed out (the model test checks positions).
     #[cfg(test)]
     pub(crate) last_batch_start: u64,
@@ -207,7 +228,6 @@ impl Consumer {
         }
         let data = Mapping::map(&fd, HEADER_BYTES as u64, capacity as usize, false)
             .map_err(|e| RingError::os("mmap", name, e))?;
-        drop(fd);
         // Both sides have it mapped: remove the name so that no crash can leave it behind.
         // ENOENT means the producer already removed it (it gave up on us); harmless.
         let _ = sys::shm_unlink(name);
@@ -218,11 +238,12 @@ impl Consumer {
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             header,
-            data,
             tracker: Mutex::new(ReleaseTracker::new(0, 0)),
         });
         let mut consumer = Self {
             shared,
+            data: Arc::new(data),
+            fd,
             capacity,
             schema: Arc::new(arrow_schema::Schema::empty()),
             decoder: BatchDecoder::new(Arc::new(arrow_schema::Schema::empty())),
@@ -234,6 +255,9 @@ impl Consumer {
             done: false,
             finished: false,
             blocked_waits: 0,
+            stall: None,
+            unpins: 0,
+            unpinned_bytes: 0,
             #[cfg(test)]
             last_batch_start: 0,
         };
@@ -330,7 +354,7 @@ impl Consumer {
 
     #[cfg(test)]
     pub(crate) fn points_into_ring(&self, addr: usize) -> bool {
-        self.shared.data.contains(addr)
+        self.data.contains(addr)
     }
 
     /// Ring bytes read but not yet released: the records of batches still alive (or
@@ -360,6 +384,113 @@ impl Consumer {
     /// often the executor waited for the daemon).
     pub fn blocked_waits(&self) -> u64 {
         self.blocked_waits
+    }
+
+    /// How many times batches still held were copied out of the ring
+    /// ([`unpin`](Self::unpin)), and how many ring bytes that copied.
+    pub fn unpinned(&self) -> (u64, u64) {
+        (self.unpins, self.unpinned_bytes)
+    }
+
+    /// Copies every batch handed out and still alive out of the ring, and gives their
+    /// space back to the producer: their buffers keep their addresses and contents (the
+    /// pages under them become private copies) and the stream goes on in a fresh
+    /// mapping of the segment. Returns the ring bytes freed. The consumer does this by
+    /// itself when it has nothing to read and the producer has waited
+    /// [`STALL_GRACE`] for space only those batches hold; a caller that is about to
+    /// keep batches for long may call it sooner.
+    ///
+    /// An error ([`RingError::Stalled`]: out of memory or mappings) ends the stream.
+    pub fn unpin(&mut self) -> Result<u64, RingError> {
+        let result = self.unpin_inner();
+        if result.is_err() {
+            self.done = true;
+        }
+        result
+    }
+
+    fn unpin_inner(&mut self) -> Result<u64, RingError> {
+        let shared = Arc::clone(&self.shared);
+        // Held across the copy: a lease dropped meanwhile waits, then finds its record
+        // already given back.
+        let mut tracker = shared
+            .tracker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let held = self.cursor - tracker.read_pos();
+        if held == 0 {
+            return Ok(0);
+        }
+        let stalled = |source| RingError::Stalled {
+            name: self.shared.name.clone(),
+            held_bytes: held,
+            capacity_bytes: self.capacity,
+            source,
+        };
+        let fresh = Mapping::map(&self.fd, HEADER_BYTES as u64, self.capacity as usize, false)
+            .map_err(stalled)?;
+        let cap = self.capacity as usize;
+        let (from, to) = (
+            (tracker.read_pos() % self.capacity) as usize,
+            (self.cursor % self.capacity) as usize,
+        );
+        // The held span, as one range of the data area or two when it wraps.
+        let keep = if from < to {
+            [from..to, 0..0]
+        } else {
+            [from..cap, 0..to]
+        };
+        self.data.detach(&keep).map_err(stalled)?;
+        self.data = Arc::new(fresh);
+        if let Some(read_pos) = tracker.detach_all() {
+            let h = self.shared.header.header();
+            // Release, partner: the producer's Acquire load of `read_pos`: our copy of
+            // the records happened before it overwrites them.
+            h.read_pos.store(read_pos, Ordering::Release);
+            notify(&h.producer_waiting, &h.space_word);
+        }
+        self.unpins += 1;
+        self.unpinned_bytes += held;
+        Ok(held)
+    }
+
+    /// Called with nothing to read: whether the producer has been waiting for space
+    /// that only batches we handed out hold for [`STALL_GRACE`] (then unpin them), or
+    /// else how long to sleep before looking again.
+    fn stalled_for(&mut self) -> Result<Duration, RingError> {
+        let read_pos = self
+            .shared
+            .tracker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read_pos();
+        // Relaxed: only a hint; the grace period absorbs a stale read.
+        let producer_waits = self
+            .shared
+            .header
+            .header()
+            .producer_waiting
+            .load(Ordering::Relaxed)
+            != 0;
+        if read_pos == self.cursor || !producer_waits {
+            self.stall = None;
+            return Ok(LIVENESS_INTERVAL);
+        }
+        match self.stall {
+            Some((since, at)) if at == read_pos => {
+                let waited = since.elapsed();
+                if waited < STALL_GRACE {
+                    return Ok(STALL_GRACE - waited);
+                }
+                self.stall = None;
+                self.unpin_inner()?;
+                Ok(Duration::ZERO)
+            }
+            _ => {
+                self.stall = Some((Instant::now(), read_pos));
+                Ok(STALL_GRACE)
+            }
+        }
     }
 
     /// Tells the producer to stop; it sees this at its next push. Iteration ends.
@@ -449,6 +580,7 @@ impl Consumer {
         let seq = self.advance(&header);
         let lease = Arc::new(Lease {
             shared: self.shared.clone(),
+            data: Arc::clone(&self.data),
             seq,
         });
         // The payload starts after the record header; validated in next_record to lie
@@ -480,8 +612,7 @@ impl Consumer {
     /// Copies a (small) payload out of the ring.
     fn copy_payload(&self, offset: usize, len: u64) -> Result<Vec<u8>, RingError> {
         let mut out = vec![0u8; len as usize];
-        self.shared
-            .data
+        self.data
             .read_into(offset + RECORD_HEADER_BYTES, &mut out)
             .ok_or_else(|| RingError::corrupt(self.name(), "payload past the data area"))?;
         Ok(out)
@@ -529,8 +660,7 @@ impl Consumer {
                 let offset = self.cursor % self.capacity;
                 let available = (self.write_pos - self.cursor).min(self.capacity - offset);
                 let mut raw = [0u8; RECORD_HEADER_BYTES];
-                self.shared
-                    .data
+                self.data
                     .read_into(offset as usize, &mut raw)
                     .ok_or_else(|| {
                         RingError::corrupt(self.name(), "record header past the data area")
@@ -571,8 +701,12 @@ impl Consumer {
             if !blocking {
                 return Ok(None);
             }
+            let timeout = self.stalled_for()?;
+            if timeout.is_zero() {
+                continue;
+            }
             let seen = self.write_pos;
-            let slept = wait_until(&h.consumer_waiting, &h.data_word, LIVENESS_INTERVAL, || {
+            let slept = wait_until(&h.consumer_waiting, &h.data_word, timeout, || {
                 // Acquire, partner: the Release store of `write_pos` in `publish`, or of
                 // `producer_state` in `set_state`.
                 h.write_pos.load(Ordering::Acquire) != seen

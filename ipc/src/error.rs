@@ -118,6 +118,44 @@ pub enum RingError {
         /// Ring capacity.
         capacity_bytes: u64,
     },
+    /// `/dev/shm` (a tmpfs) has no room for the ring's pages: an error for this ring,
+    /// where writing to a page the file system cannot provide would kill the process.
+    #[error("/dev/shm has no room for {bytes} more bytes of ring {name:?}: free space there, or use smaller rings")]
+    NoSpace {
+        /// The ring.
+        name: String,
+        /// The bytes asked for.
+        bytes: u64,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The producer waits for space that only batches the consumer's caller still holds
+    /// can free, and copying those batches out of the ring failed.
+    #[error(
+        "ring {name:?} stalled: batches still held fill {held_bytes} of its {capacity_bytes} \
+         bytes, the producer waits for room, and copying them out of the ring failed"
+    )]
+    Stalled {
+        /// The ring.
+        name: String,
+        /// Ring bytes the held batches pin.
+        held_bytes: u64,
+        /// Ring capacity.
+        capacity_bytes: u64,
+        /// Why the copy failed.
+        #[source]
+        source: io::Error,
+    },
+    /// The producer's caller asked it to stop while it waited for space (the daemon is
+    /// stopping, or the client went away).
+    #[error("the producer of ring {name:?} stopped waiting for space: {reason}")]
+    Stopped {
+        /// The ring.
+        name: String,
+        /// What the caller said.
+        reason: String,
+    },
     /// A batch would need its buffers copied to be aligned; rejected instead.
     #[error("a batch in ring {name:?} has misaligned buffers: {detail}")]
     Misaligned {

@@ -10,6 +10,16 @@
 //!   dropped (in any order). Waits block on futexes and wake every
 //!   [`LIVENESS_INTERVAL`] to check the peer, so a dead peer is an error within a
 //!   second. The name is unlinked as soon as both sides have mapped it.
+//! - **Progress.** A batch larger than an eighth of the ring is pushed as several
+//!   records, so wide rows fit. A consumer whose caller keeps batches (a collect, a
+//!   sort, an operator that waits for more input) would leave the producer waiting for
+//!   space only those batches hold: when it has nothing to read and the producer has
+//!   waited a short grace period, the consumer copies the held pages out of the ring
+//!   ([`Consumer::unpin`]; the batches keep their addresses) and gives the space back.
+//!   A push can be told when to stop waiting ([`Producer::push_until`]).
+//! - **Memory.** Pages of a segment are reserved ahead of the writes, so a full
+//!   `/dev/shm` is [`RingError::NoSpace`] for that ring, never a `SIGBUS`;
+//!   [`live_ring_bytes`] lets a daemon budget its rings.
 //! - **Control-socket messages** ([`msg`]): [`ScanRequest`](msg::ScanRequest), the
 //!   [`Predicate`](msg::Predicate) tree, [`ScanSummary`](msg::ScanSummary), and
 //!   length-prefixed framing with size limits.
@@ -74,10 +84,10 @@ mod sys;
 pub use consumer::{Consumer, TryNext};
 pub use error::{Peer, RingError};
 pub use layout::{MAX_CAPACITY_BYTES, MIN_CAPACITY_BYTES};
-pub use producer::{FreshRing, Producer};
+pub use producer::{live_ring_bytes, FreshRing, Producer};
 pub use ring::{unique_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES};
 pub use stale::remove_stale_rings;
-pub use sys::monotonic_ns;
+pub use sys::{monotonic_ns, shm_size_bytes};
 
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,13 @@
 //! The producing side of a ring (the IO daemon): creates the segment, pushes batches.
 
-use std::sync::atomic::Ordering;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_schema::{ArrowError, DataType, SchemaRef};
 
 use crate::codec::BatchEncoder;
 use crate::error::{Peer, RingError};
@@ -29,6 +31,10 @@ pub struct Producer {
     name: String,
     /// Header page and data area, read-write.
     mapping: Mapping,
+    /// The segment, to reserve its pages ahead of the writes.
+    fd: OwnedFd,
+    /// Bytes at the start of the data area whose pages are reserved.
+    reserved: u64,
     capacity: u64,
     /// Bytes published (local truth; the header copy is only ever set from this).
     write_pos: u64,
@@ -43,8 +49,9 @@ pub struct Producer {
     attach_timeout: Duration,
     /// A terminal record (end of stream, error, cancel acknowledgement) was written.
     closed: bool,
-    /// Futex sleeps on a full ring.
+    /// Futex sleeps on a full ring, and the time spent waiting for space.
     blocked_waits: u64,
+    blocked_time: Duration,
     /// The name was removed from `/dev/shm` (by us or, after attaching, the consumer).
     unlinked: bool,
 }
@@ -99,23 +106,62 @@ impl Producer {
         )
     }
 
-    /// Encodes `batch` straight into ring space, blocking while the ring is full.
+    /// Encodes `batch` straight into ring space, blocking while the ring is full. A
+    /// batch of more than an eighth of the ring goes in as several records of
+    /// consecutive rows (the consumer yields them as separate batches), so that wide
+    /// rows fit and the consumer can hold a few records while the producer writes.
     ///
     /// Errors: [`RingError::Cancelled`] if the consumer cancelled (checked first, on
     /// every push), [`RingError::PeerDied`] if it died, [`RingError::NotAttached`] if
-    /// none attached within the attach timeout, [`RingError::RecordTooLarge`] if the
-    /// batch can never fit.
+    /// none attached within the attach timeout, [`RingError::RecordTooLarge`] if a
+    /// single row can never fit.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), RingError> {
-        self.push_inner(batch, true).map(|_| ())
+        self.push_until(batch, &mut || None)
     }
 
-    /// Like [`push`](Self::push) but never blocks: `Ok(false)` if the ring has no room
-    /// right now (the batch was not pushed; try again later).
+    /// [`push`](Self::push) that gives up waiting for space when `stop` says why
+    /// ([`RingError::Stopped`]): the caller's own reasons to end the stream (its
+    /// client went away, the process is stopping) are seen within
+    /// [`LIVENESS_INTERVAL`] even while the consumer keeps the ring full.
+    pub fn push_until(
+        &mut self,
+        batch: &RecordBatch,
+        stop: &mut dyn FnMut() -> Option<String>,
+    ) -> Result<(), RingError> {
+        let limit = self.capacity / SPLIT_FRACTION;
+        let bytes = estimated_bytes(batch);
+        if batch.num_rows() > 1 && bytes > limit {
+            let parts = bytes.div_ceil(limit.max(1)).min(batch.num_rows() as u64) as usize;
+            let rows = batch.num_rows().div_ceil(parts);
+            let mut at = 0;
+            while at < batch.num_rows() {
+                let len = rows.min(batch.num_rows() - at);
+                let part =
+                    compact_views(&batch.slice(at, len)).map_err(|source| RingError::Arrow {
+                        op: "encode",
+                        name: self.name.clone(),
+                        source,
+                    })?;
+                self.push_inner(&part, Wait::Until(stop))?;
+                at += len;
+            }
+            return Ok(());
+        }
+        self.push_inner(batch, Wait::Until(stop)).map(|_| ())
+    }
+
+    /// Like [`push`](Self::push) but never blocks and never splits: `Ok(false)` if the
+    /// ring has no room right now (the batch was not pushed; try again later).
     pub fn try_push(&mut self, batch: &RecordBatch) -> Result<bool, RingError> {
-        self.push_inner(batch, false)
+        self.push_inner(batch, Wait::No)
     }
 
-    fn push_inner(&mut self, batch: &RecordBatch, blocking: bool) -> Result<bool, RingError> {
+    /// Time spent waiting for space (back-pressure from the consumer), in total.
+    pub fn blocked_time(&self) -> Duration {
+        self.blocked_time
+    }
+
+    fn push_inner(&mut self, batch: &RecordBatch, wait: Wait<'_>) -> Result<bool, RingError> {
         self.check_consumer(false)?;
         if self.closed {
             // After end of stream (`end`) the consumer reads nothing more.
@@ -134,7 +180,7 @@ impl Producer {
             })?;
         let parts: Vec<&[u8]> = encoded.parts.iter().map(|b| b.as_slice()).collect();
         debug_assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), encoded.len);
-        self.write_record(RecordKind::Batch, &parts, blocking)
+        self.write_record(RecordKind::Batch, &parts, wait)
     }
 
     /// Tests: the shared header, to corrupt it.
@@ -229,7 +275,7 @@ impl Producer {
         }
         self.encoder = encoder;
         self.schema = schema;
-        if !self.write_record(RecordKind::Schema, &[&schema_bytes], false)? {
+        if !self.write_record(RecordKind::Schema, &[&schema_bytes], Wait::No)? {
             return Err(RingError::RecordTooLarge {
                 name: self.name.clone(),
                 record_bytes: RECORD_HEADER_BYTES as u64 + schema_bytes.len() as u64,
@@ -258,7 +304,7 @@ impl Producer {
         payload: &[&[u8]],
         final_state: u32,
     ) -> Result<(), RingError> {
-        self.write_record(kind, payload, true)?;
+        self.write_record(kind, payload, Wait::Until(&mut || None))?;
         self.closed = true;
         self.set_state(final_state);
         self.wait_for_consumer()
@@ -285,7 +331,7 @@ impl Producer {
                 // Acknowledge, best effort (the ring may be full): the consumer ends
                 // its iteration cleanly when it reads this.
                 if self
-                    .write_record(RecordKind::Cancel, &[], false)
+                    .write_record(RecordKind::Cancel, &[], Wait::No)
                     .unwrap_or(false)
                 {
                     self.closed = true;
@@ -347,12 +393,12 @@ impl Producer {
     }
 
     /// Writes one record (header + `parts` concatenated) and publishes it. With
-    /// `blocking == false`, returns `Ok(false)` instead of waiting for space.
+    /// [`Wait::No`], returns `Ok(false)` instead of waiting for space.
     fn write_record(
         &mut self,
         kind: RecordKind,
         parts: &[&[u8]],
-        blocking: bool,
+        mut wait: Wait<'_>,
     ) -> Result<bool, RingError> {
         let payload_bytes: usize = parts.iter().map(|p| p.len()).sum();
         let payload_bytes = payload_bytes as u64;
@@ -386,13 +432,22 @@ impl Producer {
                 let encoded = header.encode();
                 pieces.push(&encoded[..]);
                 pieces.extend_from_slice(parts);
+                self.reserve_upto(offset + RECORD_HEADER_BYTES as u64 + payload_bytes)?;
                 self.write_at(offset, &pieces)?;
                 self.publish(need);
                 return Ok(true);
             }
-            if !blocking {
-                return Ok(false);
+            let stop = match &mut wait {
+                Wait::No => return Ok(false),
+                Wait::Until(stop) => stop,
+            };
+            if let Some(reason) = stop() {
+                return Err(RingError::Stopped {
+                    name: self.name.clone(),
+                    reason,
+                });
             }
+            let started = Instant::now();
             let h = self.mapping.header();
             let (write_pos, capacity, wanted) = (self.write_pos, self.capacity, need.min(tail));
             let seen = self.read_pos;
@@ -409,6 +464,7 @@ impl Producer {
                 },
             );
             self.blocked_waits += u64::from(slept);
+            self.blocked_time += started.elapsed();
             self.check_consumer(false)?;
         }
     }
@@ -422,8 +478,29 @@ impl Producer {
             payload_bytes: tail - RECORD_HEADER_BYTES as u64,
             seq: self.next_seq,
         };
+        self.reserve_upto(offset + RECORD_HEADER_BYTES as u64)?;
         self.write_at(offset, &[&pad.encode()])?;
         self.publish(tail);
+        Ok(())
+    }
+
+    /// Makes sure the pages of the data area up to `end` have backing store (in steps
+    /// of [`RESERVE_STEP`]), so that a full `/dev/shm` is [`RingError::NoSpace`] for
+    /// this ring rather than a `SIGBUS` at the write.
+    fn reserve_upto(&mut self, end: u64) -> Result<(), RingError> {
+        if end <= self.reserved {
+            return Ok(());
+        }
+        let upto = end.max(self.reserved + RESERVE_STEP).min(self.capacity);
+        let bytes = upto - self.reserved;
+        sys::reserve(&self.fd, HEADER_BYTES as u64 + self.reserved, bytes).map_err(|source| {
+            RingError::NoSpace {
+                name: self.name.clone(),
+                bytes,
+                source,
+            }
+        })?;
+        self.reserved = upto;
         Ok(())
     }
 
@@ -450,6 +527,80 @@ impl Producer {
     }
 }
 
+/// Bytes of the rings this process has made and not yet dropped (header pages
+/// included): what its rings may take of `/dev/shm`.
+static LIVE_RING_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The shared memory of this process's live rings (made with [`FreshRing::create`] or
+/// [`Producer::create`] and not yet dropped), in bytes: a daemon budgets new rings
+/// with it.
+pub fn live_ring_bytes() -> u64 {
+    LIVE_RING_BYTES.load(Ordering::Relaxed)
+}
+
+/// Pages of the data area are reserved this many bytes ahead of the writes.
+const RESERVE_STEP: u64 = 4 << 20;
+
+/// A batch larger than `capacity / SPLIT_FRACTION` is pushed as several records.
+const SPLIT_FRACTION: u64 = 8;
+
+/// Whether a write may wait for space, and until what.
+enum Wait<'a> {
+    /// Never: report no room.
+    No,
+    /// Until there is room, the consumer goes away, or this says why to stop.
+    Until(&'a mut dyn FnMut() -> Option<String>),
+}
+
+/// About how many bytes `batch`'s rows take in a record: its buffers' bytes for those
+/// rows (a slice counts only its own rows; a string view column its views and the
+/// out-of-line bytes they point at).
+fn estimated_bytes(batch: &RecordBatch) -> u64 {
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            let data = column.to_data();
+            let bytes = match data.data_type() {
+                DataType::Utf8View | DataType::BinaryView => {
+                    let views = data.buffers()[0].typed_data::<u128>();
+                    let views = &views[data.offset()..data.offset() + data.len()];
+                    let outside: usize = views
+                        .iter()
+                        .map(|v| *v as u32 as usize)
+                        .filter(|&len| len > 12)
+                        .sum();
+                    16 * data.len() + outside
+                }
+                _ => data
+                    .get_slice_memory_size()
+                    .unwrap_or_else(|_| column.get_array_memory_size()),
+            };
+            bytes as u64
+        })
+        .sum()
+}
+
+/// `batch` with its string and binary view columns holding only the bytes their rows
+/// use: a slice of a view column shares every data buffer of the whole column, and the
+/// encoder would write them all into each part.
+fn compact_views(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|column| match column.data_type() {
+            DataType::Utf8View => Arc::new(column.as_string_view().gc()) as ArrayRef,
+            DataType::BinaryView => Arc::new(column.as_binary_view().gc()) as ArrayRef,
+            _ => Arc::clone(column),
+        })
+        .collect();
+    RecordBatch::try_new_with_options(
+        batch.schema(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+}
+
 /// The batch encoder of a stream of `schema` on ring `name`, and its schema record.
 fn encoder_for(name: &str, schema: &SchemaRef) -> Result<(BatchEncoder, Vec<u8>), RingError> {
     BatchEncoder::new(Arc::clone(schema)).map_err(|source| RingError::Arrow {
@@ -471,6 +622,9 @@ pub struct FreshRing {
     name: String,
     /// `None` once started.
     mapping: Option<Mapping>,
+    fd: Option<OwnedFd>,
+    /// Data-area bytes reserved at creation.
+    reserved: u64,
     capacity: u64,
     attach_timeout: Duration,
 }
@@ -490,6 +644,16 @@ impl FreshRing {
         let total = HEADER_BYTES + capacity;
         let fd =
             sys::shm_create(name, total as u64).map_err(|e| RingError::os("shm_open", name, e))?;
+        // The header page and the pages touched below get their backing store now.
+        let touch = touch_bytes.min(capacity);
+        if let Err(source) = sys::reserve(&fd, 0, (HEADER_BYTES + touch) as u64) {
+            let _ = sys::shm_unlink(name);
+            return Err(RingError::NoSpace {
+                name: name.to_owned(),
+                bytes: (HEADER_BYTES + touch) as u64,
+                source,
+            });
+        }
         let mapping = match Mapping::map(&fd, 0, total, true) {
             Ok(m) => m,
             Err(e) => {
@@ -497,7 +661,6 @@ impl FreshRing {
                 return Err(RingError::os("mmap", name, e));
             }
         };
-        drop(fd); // the mapping keeps the object alive
         let h = mapping.header();
         // ftruncate zero-filled the segment: positions, pids and words start at 0.
         h.version.store(RING_VERSION, Ordering::Relaxed);
@@ -510,15 +673,17 @@ impl FreshRing {
         // name before the ring is started and handed out.)
         h.magic.store(RING_MAGIC, Ordering::Release);
         // The data area is zero already: writing a zero per page only faults it in.
-        let touch = touch_bytes.min(capacity);
         for page in (0..touch).step_by(PAGE_BYTES) {
             if mapping.write_from(HEADER_BYTES + page, &[0]).is_none() {
                 break;
             }
         }
+        LIVE_RING_BYTES.fetch_add(total as u64, Ordering::Relaxed);
         Ok(Self {
             name: name.to_owned(),
             mapping: Some(mapping),
+            fd: Some(fd),
+            reserved: touch as u64,
             capacity: capacity as u64,
             attach_timeout: options.attach_timeout(),
         })
@@ -538,13 +703,15 @@ impl FreshRing {
     /// timeout counts from now).
     pub fn start(mut self, schema: SchemaRef) -> Result<Producer, RingError> {
         let (encoder, schema_bytes) = encoder_for(&self.name, &schema)?;
-        let Some(mapping) = self.mapping.take() else {
+        let (Some(mapping), Some(fd)) = (self.mapping.take(), self.fd.take()) else {
             return Err(RingError::corrupt(&self.name, "ring started twice"));
         };
         let now = Instant::now();
         let mut producer = Producer {
             name: std::mem::take(&mut self.name),
             mapping,
+            fd,
+            reserved: self.reserved,
             capacity: self.capacity,
             write_pos: 0,
             read_pos: 0,
@@ -557,10 +724,11 @@ impl FreshRing {
             attach_timeout: self.attach_timeout,
             closed: false,
             blocked_waits: 0,
+            blocked_time: Duration::ZERO,
             unlinked: false,
         };
         // The ring is empty, so the schema record fits unless the ring is tiny.
-        if !producer.write_record(RecordKind::Schema, &[&schema_bytes], false)? {
+        if !producer.write_record(RecordKind::Schema, &[&schema_bytes], Wait::No)? {
             return Err(RingError::RecordTooLarge {
                 name: producer.name.clone(),
                 record_bytes: RECORD_HEADER_BYTES as u64 + schema_bytes.len() as u64,
@@ -575,6 +743,7 @@ impl Drop for FreshRing {
     fn drop(&mut self) {
         if self.mapping.is_some() {
             let _ = sys::shm_unlink(&self.name);
+            LIVE_RING_BYTES.fetch_sub(HEADER_BYTES as u64 + self.capacity, Ordering::Relaxed);
         }
     }
 }
@@ -585,6 +754,7 @@ const PAGE_BYTES: usize = 4096;
 
 impl Drop for Producer {
     fn drop(&mut self) {
+        LIVE_RING_BYTES.fetch_sub(HEADER_BYTES as u64 + self.capacity, Ordering::Relaxed);
         if !self.closed {
             // Tell the consumer the stream was cut short (it reports ProducerGone).
             self.set_state(state::GONE);

@@ -18,6 +18,10 @@ pub(crate) struct ReleaseTracker {
     base_seq: u64,
     /// For each outstanding record: its end position and whether it was released.
     entries: VecDeque<(u64, bool)>,
+    /// Records below this sequence number were given back all at once
+    /// ([`detach_all`](Self::detach_all)) while their leases lived on in private copies;
+    /// those leases' releases are no-ops.
+    detached_below: u64,
 }
 
 impl ReleaseTracker {
@@ -26,6 +30,7 @@ impl ReleaseTracker {
             read_pos,
             base_seq: next_seq,
             entries: VecDeque::new(),
+            detached_below: 0,
         }
     }
 
@@ -52,11 +57,27 @@ impl ReleaseTracker {
         self.entries.push_back((end_pos, false));
     }
 
+    /// Gives back the space of every record handed out, released or not (their bytes
+    /// were copied out of the ring); returns the new read position if it advanced.
+    pub(crate) fn detach_all(&mut self) -> Option<u64> {
+        let before = self.read_pos;
+        if let Some(&(end, _)) = self.entries.back() {
+            self.read_pos = end;
+        }
+        self.base_seq += self.entries.len() as u64;
+        self.entries.clear();
+        self.detached_below = self.base_seq;
+        (self.read_pos != before).then_some(self.read_pos)
+    }
+
     /// Marks `seq` released; returns the new read position if it advanced.
     ///
     /// # Panics
     /// If `seq` was never registered or is released twice (each lease releases once).
     pub(crate) fn release(&mut self, seq: u64) -> Option<u64> {
+        if seq < self.detached_below {
+            return None;
+        }
         let idx = seq
             .checked_sub(self.base_seq)
             .and_then(|i| usize::try_from(i).ok())
@@ -92,6 +113,25 @@ mod tests {
         assert_eq!(t.outstanding(), 1);
         assert_eq!(t.release(2), Some(256));
         assert_eq!(t.outstanding(), 0);
+    }
+
+    #[test]
+    fn detaching_gives_back_everything_and_later_releases_are_no_ops() {
+        let mut t = ReleaseTracker::new(0, 0);
+        t.push(0, 64);
+        t.push(1, 192);
+        t.push(2, 256);
+        assert_eq!(t.release(1), None);
+        assert_eq!(t.detach_all(), Some(256));
+        assert_eq!(t.outstanding(), 0);
+        assert_eq!(t.release(0), None, "a detached record's lease drops later");
+        assert_eq!(t.release(2), None);
+        t.push(3, 320);
+        assert_eq!(
+            t.release(3),
+            Some(320),
+            "records after the detach track as before"
+        );
     }
 
     #[test]

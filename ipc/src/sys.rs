@@ -62,6 +62,37 @@ pub(crate) fn shm_create(name: &str, size_bytes: u64) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Gives `len` bytes of `fd` at `offset` backing store now (tmpfs pages of a segment),
+/// so that a full `/dev/shm` is an `ENOSPC` error here instead of a `SIGBUS` at the
+/// first write to a page the file system cannot provide.
+pub(crate) fn reserve(fd: &OwnedFd, offset: u64, len: u64) -> io::Result<()> {
+    let invalid = || io::Error::from(io::ErrorKind::InvalidInput);
+    let off = libc::off_t::try_from(offset).map_err(|_| invalid())?;
+    let len = libc::off_t::try_from(len).map_err(|_| invalid())?;
+    loop {
+        // SAFETY: `fd` is a valid open descriptor; posix_fallocate has no memory effects.
+        // It returns the error number itself (it does not set errno).
+        match unsafe { libc::posix_fallocate(fd.as_raw_fd(), off, len) } {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            errno => return Err(io::Error::from_raw_os_error(errno)),
+        }
+    }
+}
+
+/// The size of the file system behind shared-memory segments (`/dev/shm`).
+pub fn shm_size_bytes() -> Option<u64> {
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    let path = c"/dev/shm";
+    // SAFETY: `path` is NUL-terminated and `st` points to writable memory for a statvfs.
+    if unsafe { libc::statvfs(path.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs succeeded, so it initialised the struct.
+    let st = unsafe { st.assume_init() };
+    Some(st.f_blocks.saturating_mul(st.f_frsize))
+}
+
 /// Size, owner and mode of an open segment.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FileStat {
@@ -235,6 +266,125 @@ impl Mapping {
             std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset).as_ptr(), src.len());
         }
         Some(())
+    }
+}
+
+/// The page size (a record range is widened to whole pages before it is remapped).
+fn page_bytes() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}
+
+impl Mapping {
+    /// Detaches this mapping from its segment: the pages that hold `keep` (byte ranges
+    /// of the mapping, widened to whole pages) are replaced by private copies at the
+    /// same addresses, everything else by inaccessible anonymous memory. Zero-copy
+    /// buffers into the kept ranges stay valid and unchanged; the segment's space behind
+    /// them can be given back to the producer. Readers of the ring must use a new
+    /// mapping from here on.
+    pub(crate) fn detach(&self, keep: &[std::ops::Range<usize>]) -> io::Result<()> {
+        let page = page_bytes();
+        let mut widened = Vec::with_capacity(keep.len());
+        for r in keep.iter().filter(|r| !r.is_empty()) {
+            let start = r.start / page * page;
+            let end = r.end.div_ceil(page).saturating_mul(page).min(self.len);
+            if start >= end {
+                return Err(io::Error::from(io::ErrorKind::InvalidInput));
+            }
+            widened.push(start..end);
+        }
+        widened.sort_by_key(|r| r.start);
+        let mut pages: Vec<std::ops::Range<usize>> = Vec::with_capacity(widened.len());
+        for r in widened {
+            match pages.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => pages.push(r),
+            }
+        }
+        for r in &pages {
+            self.replace_with_copy(r.clone())?;
+        }
+        let mut at = 0;
+        for r in pages.iter().chain(std::iter::once(&(self.len..self.len))) {
+            if r.start > at {
+                self.blank(at..r.start)?;
+            }
+            at = at.max(r.end);
+        }
+        Ok(())
+    }
+
+    /// Replaces the (page-aligned) range with a private, read-only copy of its bytes.
+    fn replace_with_copy(&self, r: std::ops::Range<usize>) -> io::Result<()> {
+        let len = r.len();
+        // SAFETY: a fresh private anonymous mapping chosen by the kernel aliases nothing.
+        let copy = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if copy == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: (1) the source range lies inside this live mapping (`detach` clamps
+        // to `len`) and the destination is the fresh `len`-byte mapping above, so the two
+        // cannot overlap; (2) the bytes of records the consumer still holds do not change
+        // (the producer writes only released space); bytes around them on the same pages
+        // may be written by the producer meanwhile, and those copies are never read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.add(r.start).as_ptr(), copy.cast(), len);
+        }
+        let target = self.ptr.as_ptr().wrapping_add(r.start);
+        // SAFETY: `copy` is our mapping of `len` bytes; mprotect only drops write access.
+        // Then mremap moves it over the target pages, which lie inside this mapping:
+        // the kernel swaps the page-table entries under its mmap lock, so a thread
+        // reading a zero-copy buffer there sees the old or the new page, and both hold
+        // the same bytes. On failure the copy is unmapped and the target left as it was.
+        let moved = unsafe {
+            libc::mprotect(copy, len, libc::PROT_READ);
+            libc::mremap(
+                copy,
+                len,
+                len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                target.cast::<libc::c_void>(),
+            )
+        };
+        if moved == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            // SAFETY: `copy` is still our own mapping of `len` bytes.
+            unsafe { libc::munmap(copy, len) };
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Maps inaccessible anonymous memory over the (page-aligned) range: nothing there
+    /// may be read any more, and the segment's pages are no longer mapped there.
+    fn blank(&self, r: std::ops::Range<usize>) -> io::Result<()> {
+        let target = self.ptr.as_ptr().wrapping_add(r.start);
+        // SAFETY: the range lies inside this mapping and holds no record anyone still
+        // reads (`detach` keeps those), so no Rust reference points into it.
+        let p = unsafe {
+            libc::mmap(
+                target.cast(),
+                r.len(),
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 }
 

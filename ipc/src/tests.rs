@@ -4,9 +4,10 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arrow_array::types::Int32Type;
-use arrow_array::{Array, DictionaryArray, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, DictionaryArray, Int64Array, RecordBatch, StringArray, StringViewArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use proptest::prelude::*;
 
@@ -31,6 +32,53 @@ fn pair(capacity: usize) -> (Producer, Consumer) {
     let producer = Producer::create(&name, int_schema(), capacity).unwrap();
     let consumer = Consumer::attach(&name).unwrap();
     (producer, consumer)
+}
+
+fn pair_of(schema: SchemaRef, capacity: usize) -> (Producer, Consumer) {
+    let name = unique_name("ringscan-test");
+    let producer = Producer::create(&name, schema, capacity).unwrap();
+    let consumer = Consumer::attach(&name).unwrap();
+    (producer, consumer)
+}
+
+/// A string column and the same strings as views.
+fn text_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("s", DataType::Utf8, false),
+        Field::new("v", DataType::Utf8View, false),
+    ]))
+}
+
+/// `n` rows from row `start`, each string `width` bytes that name their row.
+fn texts(start: usize, n: usize, width: usize) -> RecordBatch {
+    let text = |i: usize| {
+        let mut t = format!("{i:010}-");
+        t.extend(std::iter::repeat_n(
+            char::from(b'a' + (i % 26) as u8),
+            width - 11,
+        ));
+        t
+    };
+    let values: Vec<String> = (start..start + n).map(text).collect();
+    RecordBatch::try_new(
+        text_schema(),
+        vec![
+            Arc::new(StringArray::from_iter_values(&values)),
+            Arc::new(StringViewArray::from_iter_values(&values)),
+        ],
+    )
+    .unwrap()
+}
+
+/// Runs `f` on a thread and fails the test if it takes longer than `limit` (a hang
+/// is then a failure with a message, not a test run that never ends).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("did not finish within {limit:?}: the ring hangs"))
 }
 
 #[test]
@@ -149,8 +197,13 @@ fn full_ring_back_pressure_and_wrap_with_padding() {
 
 #[test]
 fn too_large_records_are_rejected() {
+    // One row cannot be split further.
+    let (mut p, _c) = pair_of(text_schema(), 4096);
+    let err = p.push(&texts(0, 1, 5000)).unwrap_err();
+    assert!(matches!(err, RingError::RecordTooLarge { .. }), "{err}");
+    // try_push never splits.
     let (mut p, _c) = pair(4096);
-    let err = p.push(&ints(&int_schema(), 0, 10_000)).unwrap_err();
+    let err = p.try_push(&ints(&int_schema(), 0, 10_000)).unwrap_err();
     assert!(matches!(err, RingError::RecordTooLarge { .. }), "{err}");
     let other = RecordBatch::try_new(
         Arc::new(Schema::new(vec![Field::new("x", DataType::Utf8, false)])),
@@ -310,6 +363,8 @@ enum Op {
     Consume,
     /// Drop the held batch at this index (out of order).
     Release(prop::sample::Index),
+    /// Copy every held batch out of the ring.
+    Unpin,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -317,6 +372,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0usize..700).prop_map(Op::Push),
         3 => Just(Op::Consume),
         2 => any::<prop::sample::Index>().prop_map(Op::Release),
+        1 => Just(Op::Unpin),
     ]
 }
 
@@ -333,7 +389,8 @@ proptest! {
         let schema = int_schema();
         let mut next_value = 0i64;
         let mut in_flight = std::collections::VecDeque::new(); // (first value, rows)
-        let mut held: Vec<(u64, RecordBatch, i64)> = Vec::new(); // (start, batch, first)
+        // (start, batch, first value, still in the ring)
+        let mut held: Vec<(u64, RecordBatch, i64, bool)> = Vec::new();
         for op in ops {
             match op {
                 Op::Push(rows) => {
@@ -354,7 +411,7 @@ proptest! {
                     TryNext::Batch(b) => {
                         let (first, rows) = in_flight.pop_front().expect("model has a batch");
                         prop_assert_eq!(&b, &ints(&schema, first, rows));
-                        held.push((c.last_batch_start, b, first));
+                        held.push((c.last_batch_start, b, first, true));
                     }
                     TryNext::Empty => prop_assert!(in_flight.is_empty()),
                     TryNext::End => prop_assert!(false, "no end was sent"),
@@ -364,12 +421,25 @@ proptest! {
                         held.remove(ix.index(held.len()));
                     }
                 }
+                Op::Unpin => {
+                    let pinned = c.cursor() - c.shared_read_pos();
+                    prop_assert_eq!(c.unpin().unwrap(), pinned);
+                    for h in &mut held {
+                        h.3 = false;
+                    }
+                }
             }
-            // Held batches are intact (their space was never reused).
-            for (_, b, first) in &held {
+            // Held batches are intact (their space was never reused while in the ring,
+            // and copies are copies).
+            for (_, b, first, _) in &held {
                 prop_assert_eq!(b, &ints(&schema, *first, b.num_rows()));
             }
-            let model_read_pos = held.iter().map(|h| h.0).min().unwrap_or(c.cursor());
+            let model_read_pos = held
+                .iter()
+                .filter(|h| h.3)
+                .map(|h| h.0)
+                .min()
+                .unwrap_or(c.cursor());
             prop_assert_eq!(c.shared_read_pos(), model_read_pos);
         }
         while let Some((first, rows)) = in_flight.pop_front() {
@@ -565,4 +635,238 @@ proptest! {
             prop_assert_eq!(held, expected, "a kept batch was overwritten");
         }
     }
+}
+
+/// The crate's doc example, past capacity: one thread collects every batch (keeping
+/// them all) while the producer has written several rings' worth. The consumer copies
+/// the batches it handed out out of the ring when the producer waits on them, where it
+/// used to wait forever.
+#[test]
+fn collecting_more_than_the_ring_holds_does_not_hang() {
+    let name = unique_name("ringscan-test");
+    let schema = int_schema();
+    let mut producer = Producer::create(&name, schema.clone(), 64 << 10).unwrap();
+    let consumer = Consumer::attach(&name).unwrap();
+    let sent: Vec<RecordBatch> = (0..40).map(|k| ints(&schema, k * 1000, 1000)).collect();
+    let to_send = sent.clone();
+    let writer = std::thread::spawn(move || {
+        for b in &to_send {
+            producer.push(b).unwrap();
+        }
+        producer.finish().unwrap();
+    });
+    let (got, unpinned) = within(Duration::from_secs(30), move || {
+        let mut consumer = consumer;
+        let got: Vec<RecordBatch> = consumer.by_ref().collect::<Result<_, _>>().unwrap();
+        (got, consumer.unpinned())
+    });
+    writer.join().unwrap();
+    assert_eq!(got, sent, "every batch arrived intact and in order");
+    assert!(unpinned.0 > 0 && unpinned.1 > 0, "{unpinned:?}");
+}
+
+/// Batches kept across an unpin keep their addresses and values while the producer
+/// goes on to overwrite the whole ring several times.
+#[test]
+fn unpinned_batches_survive_the_ring_being_overwritten() {
+    let (mut p, mut c) = pair_of(text_schema(), 64 << 10);
+    p.push(&texts(0, 20, 100)).unwrap();
+    p.push(&texts(20, 20, 100)).unwrap();
+    let first = c.next().unwrap().unwrap();
+    let second = c.next().unwrap().unwrap();
+    let addr = first.column(0).to_data().buffers()[1].as_ptr() as usize;
+    assert!(c.points_into_ring(addr), "zero-copy before the unpin");
+    assert!(c.unpin().unwrap() > 0);
+    assert_eq!(c.held_bytes(), 0, "all of the ring is the producer's again");
+    assert_eq!(c.unpin().unwrap(), 0, "nothing left to unpin");
+    let mut start = 40;
+    for _ in 0..200 {
+        p.push(&texts(start, 20, 100)).unwrap();
+        assert_eq!(c.next().unwrap().unwrap(), texts(start, 20, 100));
+        start += 20;
+    }
+    assert_eq!(
+        first.column(0).to_data().buffers()[1].as_ptr() as usize,
+        addr
+    );
+    assert_eq!(first, texts(0, 20, 100));
+    assert_eq!(second, texts(20, 20, 100));
+    drop(first);
+    drop(second);
+    assert_eq!(c.held_bytes(), 0, "their late release is a no-op");
+    p.finish().unwrap();
+    assert!(c.next().is_none());
+}
+
+/// Issue 17, item 3: rows of 2 KB in batches of 20,000 rows (40 MB) through a 1 MiB
+/// ring, where a batch was one record and `RecordTooLarge`. The producer splits them;
+/// the rows arrive whole and in order, as strings and as string views.
+#[test]
+fn wide_batches_are_split_to_fit_the_ring() {
+    let (mut p, c) = pair_of(text_schema(), 1 << 20);
+    let batch = texts(0, 10_000, 2000);
+    let reader = std::thread::spawn(move || {
+        let mut rows = 0;
+        let mut records = 0;
+        for b in c {
+            let b = b.unwrap();
+            assert_eq!(b, texts(rows, b.num_rows(), 2000));
+            rows += b.num_rows();
+            records += 1;
+        }
+        (rows, records)
+    });
+    p.push(&batch).unwrap();
+    p.finish().unwrap();
+    let (rows, records) = reader.join().unwrap();
+    assert_eq!(rows, 10_000);
+    assert!(
+        records >= 8 * 20,
+        "split into parts of at most 1/8 ring: {records}"
+    );
+}
+
+/// Issue 17, item 4: a push blocked on a full ring (the consumer alive but not
+/// reading) returns when its caller says stop, instead of holding on.
+#[test]
+fn a_blocked_push_stops_when_its_caller_says_so() {
+    let (mut p, _c) = pair(8192);
+    let schema = int_schema();
+    while p.try_push(&ints(&schema, 0, 100)).unwrap() {}
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(300);
+    let err = p
+        .push_until(&ints(&schema, 0, 100), &mut || {
+            (Instant::now() >= deadline).then(|| "the client went away".to_owned())
+        })
+        .unwrap_err();
+    assert!(matches!(err, RingError::Stopped { .. }), "{err}");
+    assert!(err.to_string().contains("the client went away"), "{err}");
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(2), "stopped after {waited:?}");
+    assert!(p.blocked_time() >= Duration::from_millis(200));
+}
+
+/// The blocking wait/wake protocol under threads: a producer and a consumer on a tiny
+/// ring with random pauses on both sides, the consumer keeping random batches for a
+/// while; everything arrives in order and nothing waits forever.
+#[test]
+fn blocking_hand_off_under_random_pauses_never_hangs() {
+    for seed in 0..4u64 {
+        let (mut p, c) = pair(16 << 10);
+        let schema = int_schema();
+        let writer = std::thread::spawn(move || {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = 0i64;
+            for _ in 0..400 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let rows = (x % 300) as usize + 1;
+                p.push(&ints(&schema, next, rows)).unwrap();
+                next += rows as i64;
+                if x % 17 == 0 {
+                    std::thread::sleep(Duration::from_micros(x % 500));
+                }
+            }
+            p.finish().unwrap();
+            next
+        });
+        let (total, kept_max) = within(Duration::from_secs(60), move || {
+            let mut x = seed.wrapping_add(7).wrapping_mul(0xD1B5_4A32_D192_ED03) | 1;
+            let mut kept = std::collections::VecDeque::new();
+            let mut expected = 0i64;
+            let mut kept_max = 0;
+            for b in c {
+                let b = b.unwrap();
+                let v = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                assert_eq!(v.value(0), expected, "seed {seed}: batches in order");
+                expected += b.num_rows() as i64;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                kept.push_back(b);
+                while kept.len() > (x % 8) as usize {
+                    kept.pop_front();
+                }
+                kept_max = kept_max.max(kept.len());
+                if x % 11 == 0 {
+                    std::thread::sleep(Duration::from_micros(x % 700));
+                }
+            }
+            (expected, kept_max)
+        });
+        assert_eq!(total, writer.join().unwrap(), "seed {seed}");
+        assert!(kept_max > 1);
+    }
+}
+
+/// Issue 17, item 1: rings are tmpfs files sized with `ftruncate`; a write to a page
+/// that a full `/dev/shm` cannot back used to kill the process with `SIGBUS` (Docker's
+/// default `/dev/shm` is 64 MiB, a ring 256 MiB). The producer reserves pages ahead of
+/// its writes, so a full `/dev/shm` is an error for that ring. Runs itself again in a
+/// user and mount namespace whose `/dev/shm` is a 1 MiB tmpfs.
+#[test]
+fn a_full_dev_shm_is_an_error_for_the_ring_not_a_crash() {
+    const INSIDE: &str = "RINGSCAN_TEST_SMALL_SHM";
+    if std::env::var_os(INSIDE).is_some() {
+        let schema = int_schema();
+        // A ring that fits streams as anywhere else.
+        let (mut p, c) = pair(512 << 10);
+        let reader = std::thread::spawn(move || c.map(|b| b.unwrap().num_rows()).sum::<usize>());
+        for k in 0..50 {
+            p.push(&ints(&schema, k * 10_000, 10_000)).unwrap();
+        }
+        p.finish().unwrap();
+        assert_eq!(reader.join().unwrap(), 500_000);
+        // One that does not is refused when it is made or at the push that needs more.
+        let name = unique_name("ringscan-test");
+        let err = match Producer::create(&name, schema.clone(), 8 << 20) {
+            Err(e) => e,
+            Ok(mut p) => {
+                let c = Consumer::attach(&name).unwrap();
+                let reader = std::thread::spawn(move || c.count());
+                let err = (0..100)
+                    .find_map(|k| p.push(&ints(&schema, k * 10_000, 10_000)).err())
+                    .expect("8 MiB of batches cannot fit a 1 MiB /dev/shm");
+                drop(p);
+                let _ = reader.join();
+                err
+            }
+        };
+        assert!(matches!(err, RingError::NoSpace { .. }), "{err}");
+        assert!(err.to_string().contains("/dev/shm has no room"), "{err}");
+        return;
+    }
+    let namespaces = std::process::Command::new("unshare")
+        .args(["-rm", "true"])
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !namespaces.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no unprivileged user namespaces here (unshare -rm)");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let output = std::process::Command::new("unshare")
+        .args([
+            "-rm",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec \"$0\" --exact \
+             tests::a_full_dev_shm_is_an_error_for_the_ring_not_a_crash --test-threads=1",
+        ])
+        .arg(exe)
+        .env(INSIDE, "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the test in a 1 MiB /dev/shm: {:?}\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("1 passed"), "{stdout}");
 }

@@ -60,6 +60,13 @@ struct RunOpts {
     /// Memory for decoded column chunks of hot files, kept between scans (0: off).
     #[arg(long, value_name = "BYTES", default_value_t = DaemonConfig::DEFAULT_COLUMN_CACHE_BYTES)]
     column_cache_bytes: usize,
+    /// Shared memory all scans' rings may take at once [default: half of /dev/shm]; a
+    /// scan that asks for more than is left gets a smaller ring, or "busy" below 1 MiB.
+    #[arg(long, value_name = "MIB")]
+    ring_budget_mib: Option<u64>,
+    /// The largest ring one scan gets.
+    #[arg(long, value_name = "MIB", default_value_t = DaemonConfig::DEFAULT_MAX_RING_BYTES >> 20)]
+    max_ring_mib: u64,
 }
 
 fn parse_io_mode(s: &str) -> Result<IoMode, String> {
@@ -82,6 +89,8 @@ fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     config.idle_timeout = opts.idle_timeout;
     config.io_mode = run.io;
     config.column_cache_bytes = run.column_cache_bytes;
+    config.ring_budget_bytes = run.ring_budget_mib.map(|m| m.saturating_mul(1 << 20));
+    config.max_ring_bytes = run.max_ring_mib.saturating_mul(1 << 20);
     server::run(config).with_context(|| format!("IO daemon for {}", data.display()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -328,6 +328,15 @@ fn print_stats(
         None if !s.counters.is_null() => eprintln!("daemon counters: {}", s.counters),
         None => {}
     }
+    let unpins = s.counters.get("executor_unpins");
+    let count = unpins.and_then(|u| u.get("count")).and_then(Value::as_u64);
+    if let Some(count @ 1..) = count {
+        let bytes = unpins.and_then(|u| u.get("bytes")).and_then(Value::as_u64);
+        eprintln!(
+            "ring: batches the executor held were copied out of the ring {count} times ({} MiB) so that the daemon could go on",
+            bytes.unwrap_or(0) as f64 / (1 << 20) as f64
+        );
+    }
 }
 
 #[cfg(test)]

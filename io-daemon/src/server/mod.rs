@@ -61,6 +61,11 @@ pub struct DaemonConfig {
     pub column_cache_bytes: usize,
     /// How scans read local files ([`IoMode::default`] unless told).
     pub io_mode: IoMode,
+    /// Shared memory all scans' rings may take at once (`None`: half of the size of
+    /// `/dev/shm`). A scan asking for a ring that does not fit gets a smaller one.
+    pub ring_budget_bytes: Option<u64>,
+    /// The largest ring a scan gets, whatever it asks for.
+    pub max_ring_bytes: u64,
 }
 
 impl DaemonConfig {
@@ -72,6 +77,8 @@ impl DaemonConfig {
     pub const DEFAULT_METADATA_CACHE_BYTES: usize = 256 << 20;
     /// Default column cache budget (256 MiB).
     pub const DEFAULT_COLUMN_CACHE_BYTES: usize = 256 << 20;
+    /// Default largest ring (1 GiB).
+    pub const DEFAULT_MAX_RING_BYTES: u64 = 1 << 30;
 
     /// Defaults for `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -82,6 +89,8 @@ impl DaemonConfig {
             metadata_cache_bytes: Self::DEFAULT_METADATA_CACHE_BYTES,
             column_cache_bytes: Self::DEFAULT_COLUMN_CACHE_BYTES,
             io_mode: IoMode::default(),
+            ring_budget_bytes: None,
+            max_ring_bytes: Self::DEFAULT_MAX_RING_BYTES,
         }
     }
 
@@ -232,6 +241,8 @@ pub(crate) struct Shared {
     last_activity: Mutex<Instant>,
     /// Scan rings made ahead and dropped behind.
     pub(crate) rings: rings::RingStock,
+    /// Shared memory all rings may take at once.
+    pub(crate) ring_budget: u64,
     /// Threads for connections and scan control loops.
     pub(crate) threads: pool::ThreadPool,
     /// The executable this daemon runs, as it stood at start ([`ExeIdentity`]).
@@ -357,6 +368,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     // Blocking accept: a new connection (every scan opens one) is served at once. A
     // polling accept cost each scan up to one poll interval (20 ms measured) of latency.
 
+    let ring_budget = (config.ring_budget_bytes).unwrap_or_else(rings::default_budget);
     let shared = Arc::new(Shared {
         cache: MetadataCache::new(config.metadata_cache_bytes)
             .with_column_cache(config.column_cache_bytes),
@@ -372,6 +384,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         connections: Mutex::new(HashMap::new()),
         last_activity: Mutex::new(Instant::now()),
         rings: rings::RingStock::start(),
+        ring_budget,
         threads: pool::ThreadPool::default(),
         exe: ExeIdentity::now(),
     });

@@ -20,6 +20,39 @@ use std::thread::JoinHandle;
 use arrow_schema::SchemaRef;
 use ringscan_ipc::{unique_name, FreshRing, Producer, RingError, RingOptions};
 
+/// The smallest ring a scan is given when the budget is short (smaller ones would
+/// split batches into many small records); below it the scan is refused as busy.
+const MIN_RING_BYTES: u64 = 1 << 20;
+
+/// The default ring budget: half of `/dev/shm` (a container's is often 64 MiB), or
+/// 1 GiB when its size cannot be read.
+pub(crate) fn default_budget() -> u64 {
+    ringscan_ipc::shm_size_bytes().map_or(1 << 30, |size| size / 2)
+}
+
+/// The capacity a scan's ring gets: what it asked for, at most `max_ring` and what is
+/// left of `budget` after the rings alive now (`live`); `Err` with the reason when
+/// less than a useful ring is left.
+pub(crate) fn capacity_within(
+    asked: usize,
+    max_ring: u64,
+    budget: u64,
+    live: u64,
+) -> Result<usize, String> {
+    let header = 4096;
+    let asked = (asked as u64).min(max_ring);
+    let left = budget.saturating_sub(live).saturating_sub(header) / 4096 * 4096;
+    let capacity = asked.min(left);
+    if capacity < asked.min(MIN_RING_BYTES) {
+        return Err(format!(
+            "busy: the scans' shared-memory rings take {} of their {} MiB budget; try again later",
+            live >> 20,
+            budget >> 20
+        ));
+    }
+    Ok(capacity as usize)
+}
+
 /// Rings kept ready per capacity.
 const READY: usize = 1;
 /// Capacities kept ready, the most recently asked for.
@@ -181,5 +214,36 @@ fn refill(state: &Mutex<State>) {
         } else {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rings_shrink_to_the_budget_and_are_refused_below_a_useful_size() {
+        const MIB: u64 = 1 << 20;
+        // Room: as asked, at most the cap.
+        assert_eq!(
+            capacity_within(256 << 20, 1 << 30, 12 << 30, 0),
+            Ok(256 << 20)
+        );
+        assert_eq!(capacity_within(4 << 30, 1 << 30, 12 << 30, 0), Ok(1 << 30));
+        // A 64 MiB /dev/shm (budget 32 MiB) with 20 MiB of rings alive: what is left,
+        // less the header page, in whole pages.
+        assert_eq!(
+            capacity_within(256 << 20, 1 << 30, 32 * MIB, 20 * MIB),
+            Ok((12 * MIB - 4096) as usize)
+        );
+        // Small rings need only their own size.
+        assert_eq!(
+            capacity_within(64 << 10, 1 << 30, 32 * MIB, 32 * MIB - (128 << 10)),
+            Ok(64 << 10)
+        );
+        // Less than a useful ring left: busy.
+        let err = capacity_within(256 << 20, 1 << 30, 32 * MIB, 31 * MIB + 512 * 1024).unwrap_err();
+        assert!(err.starts_with("busy: "), "{err}");
+        assert!(err.contains("32 MiB budget"), "{err}");
     }
 }

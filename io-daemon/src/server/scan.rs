@@ -295,7 +295,28 @@ fn serve_one(
             return None;
         }
     };
-    let options = RingOptions::new(request.ring_capacity_bytes).with_attach_timeout(ATTACH_TIMEOUT);
+    // A kept ring of the size asked for costs nothing new; any other ring must fit the
+    // daemon's shared-memory budget (it may come out smaller than asked).
+    let capacity = match &kept {
+        Some(p) if p.capacity_bytes() == request.ring_capacity_bytes => Ok(p.capacity_bytes()),
+        _ => super::rings::capacity_within(
+            request.ring_capacity_bytes,
+            shared.config.max_ring_bytes,
+            shared.ring_budget,
+            ringscan_ipc::live_ring_bytes(),
+        ),
+    };
+    let capacity = match capacity {
+        Ok(c) => c,
+        Err(message) => {
+            shared
+                .log
+                .line(&format!("scan {source}: refused, {message}"));
+            reply_error(&mut stream, message);
+            return None;
+        }
+    };
+    let options = RingOptions::new(capacity).with_attach_timeout(ATTACH_TIMEOUT);
     let mut producer = match ring_for(shared, kept, &options, Arc::clone(&prepared.output)) {
         Ok(p) => p,
         Err(e) => {
@@ -403,6 +424,9 @@ fn serve_one(
     }
 }
 
+/// Why a scan cut short by the daemon's own stop fails.
+const DAEMON_STOPPING: &str = "the daemon is stopping";
+
 /// Runs the scan into the ring; a panic anywhere inside is this scan's error.
 fn run_scan(
     shared: &Shared,
@@ -425,15 +449,32 @@ fn run_scan(
     // they inherit them; they exit before the scan returns, which folds their counts in).
     let mut counters = Counters::open(CounterScope::Process);
     let span = counters.start();
-    let mut ring_wait = Duration::ZERO;
+    let ring_wait_before = producer.blocked_time();
     let mut rows_pushed = 0u64;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut sink = |batch: RecordBatch| -> Result<bool, ScanError> {
-            if shared.stopping.load(Ordering::Acquire)
-                || control.cancelled.load(Ordering::Acquire)
+        // Why to stop early: the client's cancel or close ends the stream normally (it
+        // asked), the daemon stopping ends it with an error (the rows are not all there).
+        let stop_reason = || {
+            if shared.stopping.load(Ordering::Acquire) {
+                Some(DAEMON_STOPPING.to_owned())
+            } else if control.cancelled.load(Ordering::Acquire)
                 || control.closed.load(Ordering::Acquire)
             {
-                return Ok(false);
+                Some("the client ended the scan".to_owned())
+            } else {
+                None
+            }
+        };
+        let stopped = |reason: String| {
+            if reason == DAEMON_STOPPING {
+                Err(ScanError::Sink(format!("{reason}: the scan was cut short")))
+            } else {
+                Ok(false)
+            }
+        };
+        let mut sink = |batch: RecordBatch| -> Result<bool, ScanError> {
+            if let Some(reason) = stop_reason() {
+                return stopped(reason);
             }
             let batch = conform(batch, &prepared.output).map_err(|e| {
                 ScanError::Sink(format!(
@@ -441,22 +482,16 @@ fn run_scan(
                     chain(&e)
                 ))
             })?;
-            let pushed = match producer.try_push(&batch) {
-                Ok(true) => Ok(()),
-                Ok(false) => {
-                    let wait_start = Instant::now();
-                    let r = producer.push(&batch);
-                    ring_wait += wait_start.elapsed();
-                    r
-                }
-                Err(e) => Err(e),
-            };
-            match pushed {
+            // A push waits while the executor keeps the ring full; the daemon stopping or
+            // the client ending the scan ends that wait, so that a client that stopped
+            // reading cannot hold a scan slot.
+            match producer.push_until(&batch, &mut || stop_reason()) {
                 Ok(()) => {
                     rows_pushed += batch.num_rows() as u64;
                     Ok(true)
                 }
                 Err(RingError::Cancelled { .. }) => Ok(false),
+                Err(RingError::Stopped { reason, .. }) => stopped(reason),
                 Err(e) => Err(ScanError::Sink(chain(&e))),
             }
         };
@@ -487,7 +522,7 @@ fn run_scan(
         }
     };
     let sample = span.stop();
-    summary.timings.ring_wait_us = micros(ring_wait);
+    summary.timings.ring_wait_us = micros(producer.blocked_time().saturating_sub(ring_wait_before));
     let stats = shared.cache.stats();
     summary.counters = serde_json::json!({
         "scan": sample,
