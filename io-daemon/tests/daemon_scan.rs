@@ -477,3 +477,46 @@ fn refine_prunes_but_never_loses_a_qualifying_row() {
         "{summary:?}"
     );
 }
+
+/// Issue 17, item 4: a scan whose client keeps the ring full (holding a batch, not
+/// reading) must not keep a stopping daemon waiting for space: SIGTERM ends the scan
+/// at once, the daemon exits well inside its grace period, and the client learns that
+/// its result was cut short (an error with the reason, not a clean end after fewer
+/// rows).
+#[test]
+fn sigterm_during_a_blocked_scan_cuts_it_short_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    big_table(&data);
+    let mut daemon = Daemon::start(&data, &[]);
+    let mut stream = daemon.client().scan(&slow_scan_request()).unwrap();
+    let held = stream.next_batch().unwrap().expect("a first batch");
+    // The daemon fills the 64 KiB ring and waits for space the held batch pins.
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &daemon.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = daemon
+        .wait_exit(Duration::from_secs(10))
+        .expect("the daemon exits");
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "a blocked scan held the exit for {took:?} (the grace period is 5 s)"
+    );
+    drop(held);
+    let mut rows = 500;
+    let err = loop {
+        match stream.next_batch() {
+            Ok(Some(b)) => rows += b.num_rows(),
+            Ok(None) => panic!("a scan the daemon cut short ended as if complete ({rows} rows)"),
+            Err(e) => break e,
+        }
+    };
+    assert!(rows < 30_000);
+    assert!(err.to_string().contains("the daemon is stopping"), "{err}");
+}

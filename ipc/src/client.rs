@@ -336,6 +336,9 @@ impl DaemonClient {
     }
 }
 
+/// How long a client whose ring was cut short waits for the daemon's reason.
+const CUT_SHORT_REASON_WAIT: Duration = Duration::from_millis(500);
+
 /// One scan: batches from the ring, then the daemon's summary from the socket.
 #[derive(Debug)]
 pub struct ScanStream {
@@ -385,6 +388,26 @@ impl ScanStream {
             }
             Some(Err(e)) => {
                 self.ended = true;
+                // A stream cut short without an error record (the daemon could not
+                // write one into a full ring): its reason may be on the socket.
+                if matches!(
+                    e,
+                    RingError::ProducerGone { .. }
+                        | RingError::PeerDied {
+                            peer: crate::Peer::Producer,
+                            ..
+                        }
+                ) {
+                    const OP: &str = "reading why the scan ended";
+                    if let Ok(stream) = self.conn.stream(OP) {
+                        let deadline = Instant::now() + CUT_SHORT_REASON_WAIT;
+                        if let Ok(DaemonMessage::Error { message }) =
+                            read_message(stream, deadline, OP)
+                        {
+                            return Err(ClientError::Daemon { message });
+                        }
+                    }
+                }
                 Err(e.into())
             }
         }

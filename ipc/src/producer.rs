@@ -227,12 +227,19 @@ impl Producer {
     /// [`finish`](Self::finish) that keeps the producer, for a caller that drops it
     /// elsewhere (its `munmap` off the stream's path). Pushing after it is an error.
     pub fn end(&mut self) -> Result<(), RingError> {
+        self.end_until(&mut || None)
+    }
+
+    /// [`end`](Self::end) that gives up waiting for room for the end record when
+    /// `stop` says why ([`RingError::Stopped`]; the consumer then sees the stream cut
+    /// short).
+    pub fn end_until(&mut self, stop: &mut dyn FnMut() -> Option<String>) -> Result<(), RingError> {
         // A consumer's cancel is reported as such, whether or not it was acknowledged.
         self.check_consumer(false)?;
         if self.closed {
             return Err(RingError::corrupt(&self.name, "stream already ended"));
         }
-        self.close(RecordKind::EndOfStream, &[], state::FINISHED)
+        self.close(RecordKind::EndOfStream, &[], state::FINISHED, stop)
     }
 
     /// Whether the stream ended with a terminal record, so that the ring can carry
@@ -288,14 +295,25 @@ impl Producer {
     /// Sends `message` (the producer's error text, truncated to
     /// [`MAX_ERROR_TEXT_BYTES`]) to the consumer, which yields it as
     /// [`RingError::ProducerFailed`], and ends the stream.
-    pub fn fail(mut self, message: &str) -> Result<(), RingError> {
+    pub fn fail(self, message: &str) -> Result<(), RingError> {
+        self.fail_until(message, &mut || None)
+    }
+
+    /// [`fail`](Self::fail) that gives up waiting for room for the error record when
+    /// `stop` says why ([`RingError::Stopped`]; the consumer then sees the stream cut
+    /// short, and the caller must tell it why another way).
+    pub fn fail_until(
+        mut self,
+        message: &str,
+        stop: &mut dyn FnMut() -> Option<String>,
+    ) -> Result<(), RingError> {
         let limit = MAX_ERROR_TEXT_BYTES.min(self.capacity as usize - RECORD_HEADER_BYTES);
         let mut end = message.len().min(limit);
         while !message.is_char_boundary(end) {
             end -= 1;
         }
         let text = &message.as_bytes()[..end];
-        self.close(RecordKind::Error, &[text], state::FAILED)
+        self.close(RecordKind::Error, &[text], state::FAILED, stop)
     }
 
     fn close(
@@ -303,8 +321,9 @@ impl Producer {
         kind: RecordKind,
         payload: &[&[u8]],
         final_state: u32,
+        stop: &mut dyn FnMut() -> Option<String>,
     ) -> Result<(), RingError> {
-        self.write_record(kind, payload, Wait::Until(&mut || None))?;
+        self.write_record(kind, payload, Wait::Until(stop))?;
         self.closed = true;
         self.set_state(final_state);
         self.wait_for_consumer()

@@ -363,7 +363,7 @@ fn serve_one(
     match (result, bad_frame) {
         (Ok(summary), None) => {
             // A consumer that cancelled or left makes finish fail: nothing to tell it.
-            let _ = producer.end();
+            let _ = producer.end_until(&mut || stop_reason(shared, &control));
             shared.log.line(&format!(
                 "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} ms{}",
                 summary.rows_emitted,
@@ -414,7 +414,7 @@ fn serve_one(
             shared.log.line(&format!(
                 "scan {source}: error after {elapsed_ms} ms: {message}"
             ));
-            let _ = producer.fail(&message);
+            let _ = producer.fail_until(&message, &mut || stop_reason(shared, &control));
             reply_error(&mut stream, message);
             // The control loop sees `done` within one poll and returns (a closed
             // channel means it has returned already).
@@ -426,6 +426,18 @@ fn serve_one(
 
 /// Why a scan cut short by the daemon's own stop fails.
 const DAEMON_STOPPING: &str = "the daemon is stopping";
+
+/// Why a scan's writes into its ring should stop waiting: the daemon is stopping, or
+/// the client cancelled or closed the scan.
+fn stop_reason(shared: &Shared, control: &ControlState) -> Option<String> {
+    if shared.stopping.load(Ordering::Acquire) {
+        Some(DAEMON_STOPPING.to_owned())
+    } else if control.cancelled.load(Ordering::Acquire) || control.closed.load(Ordering::Acquire) {
+        Some("the client ended the scan".to_owned())
+    } else {
+        None
+    }
+}
 
 /// Runs the scan into the ring; a panic anywhere inside is this scan's error.
 fn run_scan(
@@ -454,17 +466,7 @@ fn run_scan(
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // Why to stop early: the client's cancel or close ends the stream normally (it
         // asked), the daemon stopping ends it with an error (the rows are not all there).
-        let stop_reason = || {
-            if shared.stopping.load(Ordering::Acquire) {
-                Some(DAEMON_STOPPING.to_owned())
-            } else if control.cancelled.load(Ordering::Acquire)
-                || control.closed.load(Ordering::Acquire)
-            {
-                Some("the client ended the scan".to_owned())
-            } else {
-                None
-            }
-        };
+        let stop_reason = || stop_reason(shared, control);
         let stopped = |reason: String| {
             if reason == DAEMON_STOPPING {
                 Err(ScanError::Sink(format!("{reason}: the scan was cut short")))
