@@ -46,9 +46,16 @@ enum Command {
     /// Internal: one side (baseline or ringscan) of `ringscan bench`, driven over stdin.
     #[command(name = "__bench-side", hide = true)]
     BenchSide(cmd::bench_side::BenchSideArgs),
+    /// Panics on a worker thread (tests of the panic report).
+    #[command(name = "__panic", hide = true)]
+    Panic,
 }
 
+/// Exit status after an internal error (a panic): `EX_SOFTWARE` of sysexits.h.
+const EXIT_INTERNAL_ERROR: u8 = 70;
+
 fn main() -> ExitCode {
+    install_panic_report();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -61,7 +68,10 @@ fn main() -> ExitCode {
             };
         }
     };
-    let result = match cli.command {
+    // A panic anywhere (a bug, or a file or query that reaches one in a dependency) is
+    // one report from the hook and exit status 70, like the daemon's scans, which
+    // report theirs as the scan's error.
+    let result = std::panic::catch_unwind(move || match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Query(args) => cmd::query::run(args),
         Command::Generate(args) => cmd::generate::run(args),
@@ -70,10 +80,50 @@ fn main() -> ExitCode {
         Command::Daemon(args) => cmd::daemon::run(args),
         Command::Peer(args) => cmd::bench::peer(args),
         Command::BenchSide(args) => cmd::bench_side::run(args),
-    };
+        Command::Panic => panic_on_a_worker(),
+    });
     match result {
-        Ok(code) => code,
-        Err(err) => report_error(&err),
+        Ok(Ok(code)) => code,
+        Ok(Err(err)) => report_error(&err),
+        Err(_) => ExitCode::from(EXIT_INTERNAL_ERROR),
+    }
+}
+
+/// Replaces Rust's panic message with one line that says what happened and that it is
+/// a bug (the backtrace follows with `RUST_BACKTRACE=1`).
+fn install_panic_report() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_owned());
+        let thread = std::thread::current();
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "ringscan: internal error: thread '{}' panicked{location}: {message}\n  this is a \
+             bug in ringscan; please report it with the command that hit it",
+            thread.name().unwrap_or("unnamed")
+        );
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+        }
+    }));
+}
+
+/// `ringscan __panic`: a panic on another thread, resumed on the main one (how a
+/// query's worker panic reaches the CLI).
+fn panic_on_a_worker() -> anyhow::Result<ExitCode> {
+    let worker = std::thread::Builder::new()
+        .name("worker".into())
+        .spawn(|| -> ExitCode { panic!("deliberate panic for the test of the panic report") })?;
+    match worker.join() {
+        Ok(code) => Ok(code),
+        Err(payload) => std::panic::resume_unwind(payload),
     }
 }
 

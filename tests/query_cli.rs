@@ -226,3 +226,31 @@ fn a_daemon_whose_executable_was_replaced_exits_when_idle() {
     let out = ringscan(&["query", "SELECT count(*) AS n FROM t"], &data);
     assert!(out.status.success(), "{out:?}");
 }
+
+/// Issue 17 (5): a panic in the CLI (here on a worker thread, as a query's would be) is
+/// one report that names it an internal error, and exit status 70, not Rust's default
+/// panic text and status 101.
+#[test]
+fn a_panic_is_one_internal_error_report_and_status_70() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringscan"))
+        .arg("__panic")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("spawn ringscan");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(
+        stderr.starts_with("ringscan: internal error: thread 'worker' panicked at "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("deliberate panic for the test of the panic report"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("this is a bug in ringscan"), "{stderr}");
+    assert_eq!(
+        stderr.matches("panicked").count(),
+        1,
+        "reported once: {stderr}"
+    );
+}
