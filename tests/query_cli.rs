@@ -254,3 +254,26 @@ fn a_panic_is_one_internal_error_report_and_status_70() {
         "reported once: {stderr}"
     );
 }
+
+/// Issue 17 (12): a daemon started in the background leads its own session (no
+/// controlling terminal: the caller's terminal closing or a Ctrl-C there cannot reach
+/// it).
+#[test]
+fn a_background_daemon_leads_its_own_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let _daemon = DaemonGuard(&data);
+    let out = ringscan(&["daemon", "start"], &data);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let pid: u32 = stdout
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {stdout:?}"));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    assert_eq!(fields[3], pid.to_string(), "session of the daemon: {stat}");
+}

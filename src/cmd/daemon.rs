@@ -67,6 +67,9 @@ struct RunOpts {
     /// The largest ring one scan gets.
     #[arg(long, value_name = "MIB", default_value_t = DaemonConfig::DEFAULT_MAX_RING_BYTES >> 20)]
     max_ring_mib: u64,
+    /// Started by a client in the background: leave its session.
+    #[arg(long, hide = true)]
+    detached: bool,
 }
 
 fn parse_io_mode(s: &str) -> Result<IoMode, String> {
@@ -91,22 +94,26 @@ fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     config.column_cache_bytes = run.column_cache_bytes;
     config.ring_budget_bytes = run.ring_budget_mib.map(|m| m.saturating_mul(1 << 20));
     config.max_ring_bytes = run.max_ring_mib.saturating_mul(1 << 20);
+    config.detach = run.detached;
     server::run(config).with_context(|| format!("IO daemon for {}", data.display()))?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Spawns `exe daemon run --data <data_dir> --idle-timeout <idle_timeout>` detached:
-/// its own process group (a Ctrl-C in the caller's terminal does not reach it), stdin
-/// from /dev/null, stdout and stderr appended to `<data>/.ringscan/io.log`. Returns
-/// once spawned; the caller waits for it to answer (see `ensure_daemon`). `ringscan
-/// query` passes this to `ringscan_ipc::client::ensure_daemon`.
+/// Spawns `exe daemon run --data <data_dir> --idle-timeout <idle_timeout> --detached`:
+/// the first thing it does is to leave our session for its own (no controlling
+/// terminal: a Ctrl-C or hang-up of the caller's terminal does not reach it; not a
+/// process group of its own first, whose leader could not), stdin from /dev/null,
+/// stdout and stderr appended to `<data>/.ringscan/io.log`. A thread reaps it if it
+/// exits while we live (a long-lived caller would otherwise keep a zombie that
+/// `kill(pid, 0)` reports alive); once we exit, init does. Returns its pid once spawned;
+/// the caller waits for it to answer (see `ensure_daemon`). `ringscan query` passes
+/// this to `ringscan_ipc::client::ensure_daemon`.
 pub(crate) fn spawn_detached(
     exe: &Path,
     data_dir: &Path,
     idle_timeout: Duration,
-) -> std::io::Result<()> {
+) -> std::io::Result<u32> {
     use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::process::CommandExt as _;
     create_state_dir(data_dir)?;
     let log = OpenOptions::new()
         .create(true)
@@ -120,14 +127,21 @@ pub(crate) fn spawn_detached(
         .arg(data_dir)
         .arg("--idle-timeout")
         .arg(format!("{}ms", idle_timeout.as_millis()))
-        .process_group(0)
+        .arg("--detached")
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()?;
-    // Not waited for: it outlives us (our exit reparents it to init, which reaps it).
-    drop(child);
-    Ok(())
+    let pid = child.id();
+    let mut child = child;
+    // If the thread cannot start, the child is dropped unwaited as before: init reaps it
+    // after we exit.
+    let _ = std::thread::Builder::new()
+        .name("daemon-reaper".into())
+        .spawn(move || {
+            let _ = child.wait();
+        });
+    Ok(pid)
 }
 
 fn start(opts: &Opts) -> anyhow::Result<ExitCode> {
@@ -141,7 +155,7 @@ fn start(opts: &Opts) -> anyhow::Result<ExitCode> {
     let spawned = std::cell::Cell::new(false);
     let spawn = || {
         spawned.set(true);
-        spawn_detached(&exe, &data, opts.idle_timeout)
+        spawn_detached(&exe, &data, opts.idle_timeout).map(drop)
     };
     let mut client = ensure_daemon(&data, &spawn, WAIT).with_context(|| {
         format!(
@@ -244,4 +258,54 @@ fn stop(opts: &Opts) -> anyhow::Result<ExitCode> {
         None => println!("stopped IO daemon for {}", data.display()),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `stat` of process `pid`: (state, session id), `None` once it is gone.
+    fn proc_stat(pid: u32) -> Option<(char, u32)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // "pid (comm) state ppid pgrp session ...": the name may hold spaces.
+        let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+        Some((fields[0].chars().next()?, fields[3].parse().ok()?))
+    }
+
+    /// Issue 17 (12): a daemon spawned in the background leaves the caller's session,
+    /// and one that exits while the caller lives is reaped, not left a zombie that
+    /// `kill(pid, 0)` reports alive. The "daemon" here is a script that records its
+    /// session and exits.
+    #[test]
+    fn a_spawned_daemon_gets_its_own_session_and_is_reaped() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("fake-ringscan");
+        let session = dir.path().join("session");
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\nsid=$(cut -d' ' -f6 /proc/$$/stat)\necho \"$$ $sid\" > {}\n",
+                session.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let pid = spawn_detached(&exe, &data, Duration::from_secs(1)).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while proc_stat(pid).is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "pid {pid} still there: {:?} (a zombie is 'Z')",
+                proc_stat(pid)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The script ran (it is a shell, not the daemon, so it did not call setsid):
+        // what it recorded shows the spawner's part, a fresh process in our session.
+        let recorded = std::fs::read_to_string(&session).unwrap();
+        assert!(recorded.starts_with(&format!("{pid} ")), "{recorded}");
+    }
 }

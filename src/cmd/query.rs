@@ -103,7 +103,7 @@ impl Latency {
 /// Opens a SQL session on `data`, starting its daemon if none answers.
 pub(crate) fn open_sql_session(data: &Path, options: &EngineOptions) -> anyhow::Result<SqlSession> {
     let exe = daemon_exe(data)?;
-    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT);
+    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT).map(drop);
     SqlSession::open(data, &spawn, options)
         .with_context(|| format!("cannot reach the IO daemon of {}", data.display()))
 }

@@ -66,6 +66,9 @@ pub struct DaemonConfig {
     pub ring_budget_bytes: Option<u64>,
     /// The largest ring a scan gets, whatever it asks for.
     pub max_ring_bytes: u64,
+    /// Started in the background by a client: leave the caller's session (`setsid`),
+    /// so that its terminal closing sends nothing here.
+    pub detach: bool,
 }
 
 impl DaemonConfig {
@@ -91,6 +94,7 @@ impl DaemonConfig {
             io_mode: IoMode::default(),
             ring_budget_bytes: None,
             max_ring_bytes: Self::DEFAULT_MAX_RING_BYTES,
+            detach: false,
         }
     }
 
@@ -129,6 +133,16 @@ fn stop_on_termination_signals() {
             action.sa_flags = libc::SA_RESTART;
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
+    }
+}
+
+/// Makes this process the leader of a new session without a controlling terminal.
+#[allow(unsafe_code, reason = "setsid: a libc call without arguments")]
+fn new_session() {
+    // SAFETY: setsid has no preconditions; it fails (EPERM) only for a process group
+    // leader (the spawner does not make it one), and then the process stays where it is.
+    unsafe {
+        libc::setsid();
     }
 }
 
@@ -322,6 +336,9 @@ impl Drop for ScanSlot {
 
 /// Runs the daemon for `config.data_dir` until it is stopped or idle.
 pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
+    if config.detach {
+        new_session();
+    }
     keep_c_heap();
     stop_on_termination_signals();
     // The data directory must exist: a typo must not create a new one.
