@@ -139,15 +139,7 @@ fn report_error(err: &anyhow::Error) -> ExitCode {
         }
     }
     let mut message = format!("ringscan: error: {err}");
-    // Some errors (parquet's among them) repeat their source in their own text: print
-    // each cause once.
-    let mut causes: Vec<String> = Vec::new();
-    for cause in err.chain().skip(1) {
-        let text = cause.to_string();
-        if !causes.last().is_some_and(|last| last.contains(&text)) {
-            causes.push(text);
-        }
-    }
+    let causes = ringscan_ipc::causes(err.as_ref());
     if !causes.is_empty() {
         message.push_str("\n  caused by: ");
         message.push_str(&causes.join(": "));

@@ -150,32 +150,13 @@ fn needed_columns(shape: &Shape) -> Option<Vec<String>> {
     Some(cols)
 }
 
-/// The Parquet files under `dir`, recursively, sorted by path.
+/// The Parquet files of the table in `dir`, by the daemon's rule
+/// ([`table_files`](ringscan_ipc::names::table_files)).
 pub fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| BenchError::io(&d, e))?;
-        for entry in entries {
-            let path = entry.map_err(|e| BenchError::io(&d, e))?.path();
-            let hidden = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.') || n.starts_with('_'));
-            if hidden {
-                continue;
-            }
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "parquet") {
-                out.push(path);
-            }
-        }
-    }
+    let out = ringscan_ipc::names::table_files(dir).map_err(|e| BenchError::io(dir, e))?;
     if out.is_empty() {
         return Err(BenchError::NoFiles(dir.to_path_buf()));
     }
-    out.sort();
     Ok(out)
 }
 

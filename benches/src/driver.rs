@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::BenchError;
+use crate::latency::LatencySummary;
 use crate::side::SideClient;
-use crate::stats::LatencySummary;
 use crate::suites::{Scenario, Target, Versus};
 
 /// How a suite is measured.

@@ -8,7 +8,7 @@
 //! - [`engine`]: the [`Engine`] trait a side implements (the baseline here; ringscan's
 //!   executor in the CLI).
 //! - [`side`] and [`driver`]: one child process per side, driven over a line protocol,
-//!   interleaved, summarized with [`stats`].
+//!   interleaved, summarized with [`latency`].
 //!
 //! Criterion benches (`benches/`): the generator's stages, the pruning decision, ring
 //! push and pop.
@@ -30,8 +30,8 @@ pub mod baseline;
 pub mod driver;
 pub mod engine;
 mod error;
+pub mod latency;
 pub mod side;
-pub mod stats;
 pub mod suites;
 
 pub use baseline::Baseline;

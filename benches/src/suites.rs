@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::read_column_f64;
 use crate::error::BenchError;
-use crate::stats::nearest_rank;
+use crate::latency::nearest_rank;
 
 /// The suites of `ringscan bench`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,13 +7,12 @@
 //! - [`format`]: results as an aligned table, CSV or JSON lines, as DuckDB prints them.
 #![forbid(unsafe_code)]
 
-mod cache;
 pub mod engine;
 pub mod format;
 mod result;
 mod result_cache;
 mod temporal;
 
-pub use cache::{ByteLru, CacheStats};
 pub use result::{owned_copy, QueryOutcome, QueryResult};
 pub use result_cache::{DataVersion, ResultCache, ResultKey};
+pub use ringscan_lru::{ByteLru, LruStats as CacheStats};

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cache::{ByteLru, CacheStats};
 use crate::result::QueryResult;
+use ringscan_lru::{ByteLru, LruStats as CacheStats};
 
 /// The files a result was computed from: `(path, size in bytes, mtime in ns, (device,
 /// inode, ctime in ns))`. The last part tells a same-size rewrite that kept its mtime
@@ -47,7 +47,7 @@ impl ResultKey {
 /// An LRU of query results bounded by their approximate memory size.
 #[derive(Debug)]
 pub struct ResultCache {
-    lru: ByteLru<ResultKey, QueryResult>,
+    lru: ByteLru<ResultKey, Arc<QueryResult>>,
 }
 
 impl ResultCache {
@@ -60,7 +60,7 @@ impl ResultCache {
 
     /// The cached result for `key`, if any.
     pub fn get(&mut self, key: &ResultKey) -> Option<Arc<QueryResult>> {
-        self.lru.get(key)
+        self.lru.get(key).cloned()
     }
 
     /// Caches `result` under `key` (not cached when larger than the whole budget).

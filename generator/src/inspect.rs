@@ -125,30 +125,12 @@ pub fn describe(path: &Path) -> Result<FileReport, GeneratorError> {
     })
 }
 
-/// Every `.parquet` file under `dir`, recursively, sorted by path.
+/// The Parquet files of the table in `dir`, by the daemon's rule
+/// ([`table_files`](ringscan_ipc::names::table_files): hidden entries skipped).
 pub fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, GeneratorError> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|source| GeneratorError::Io {
-            action: "read directory",
-            path: d.clone(),
-            source,
-        })?;
-        for entry in entries {
-            let entry = entry.map_err(|source| GeneratorError::Io {
-                action: "read directory",
-                path: d.clone(),
-                source,
-            })?;
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "parquet") {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
-    Ok(found)
+    ringscan_ipc::names::table_files(dir).map_err(|source| GeneratorError::Io {
+        action: "read directory",
+        path: dir.to_path_buf(),
+        source,
+    })
 }

@@ -1,14 +1,18 @@
 //! `ringscan-io-daemon`: the IO daemon that turns a scan request into pruned, decoded,
 //! filtered Arrow batches in a shared-memory ring.
 //!
-//! Built so far: [`prune`], which proves from metadata that files, row groups and pages
-//! hold no row matching a scan's [`Predicate`](ringscan_ipc::msg::Predicate), and
-//! [`scan`], the single-threaded scan path as a library (footer cache, pruning, decode,
-//! filter, projection, limit) feeding a batch callback; [`table`], which resolves a
-//! table name or file globs to files, a schema and a data version; and [`server`], the
-//! daemon process (control socket, one ring per scan, lock, idle exit) run by the
-//! `ringscan-io` binary and `ringscan daemon run`. Still to come: the column-chunk
-//! scheduler and parallel decode.
+//! - [`table`] resolves a table name or file globs to files, a schema (with typed hive
+//!   partition columns) and a data version;
+//! - [`prune`] proves from metadata that files, row groups and pages hold no row
+//!   matching a scan's [`Predicate`](ringscan_ipc::msg::Predicate): partition values,
+//!   footer statistics, page indexes, bloom filters;
+//! - [`scan`] is the scan engine as a library: the footer cache (and the column cache
+//!   beside it), the access plan of each file, a pipeline that fetches column chunks
+//!   (pread, mmap or a [`ByteRangeSource`](scan::ByteRangeSource)), decodes them on
+//!   worker threads, filters, dedupes and projects, feeding a batch callback;
+//! - [`source_stats`] answers column statistics of a whole source from the footers;
+//! - [`server`] is the daemon process: control socket, one ring per scan, one memory
+//!   budget, lock, idle exit, run by the `ringscan-io` binary and `ringscan daemon run`.
 //!
 //! ```
 //! use ringscan_io_daemon::prune::{PartitionValues, Verdict};
@@ -31,7 +35,7 @@ mod footer_probe;
 pub mod prune;
 pub mod scan;
 pub mod server;
-pub mod stats;
+pub mod source_stats;
 pub mod table;
 
 pub use error::PruneError;

@@ -214,7 +214,8 @@ fn list_table(data_dir: &Path, name: &str) -> Result<Listing, TableError> {
     }
     let mut walk = Walk::new(data_dir);
     walk.dir(&root, 0, &mut |rel| {
-        rel.extension().is_some_and(|e| e == "parquet")
+        rel.file_name()
+            .is_some_and(|n| ringscan_ipc::names::is_data_file(&n.to_string_lossy()))
     })?;
     if walk.files.is_empty() {
         return Err(TableError::EmptyTable {
@@ -415,7 +416,7 @@ impl<'a> Walk<'a> {
         for entry in fs::read_dir(dir).map_err(Self::io(dir))? {
             let entry = entry.map_err(Self::io(dir))?;
             let name = entry.file_name();
-            if name.to_string_lossy().starts_with('.') {
+            if ringscan_ipc::names::is_hidden_entry(&name.to_string_lossy()) {
                 continue;
             }
             let file_type = entry.file_type().map_err(Self::io(&entry.path()))?;

@@ -211,3 +211,166 @@ fn rings_made_ahead_serve_scans_of_any_size_and_go_with_the_daemon() {
         "rings left in /dev/shm"
     );
 }
+
+/// Issue 17, item 11: a daemon killed with SIGKILL cannot remove its rings; the one a
+/// scan had attached to is unlinked already, but the rings it made ahead for the next
+/// scans stayed in /dev/shm until another daemon started. Its client outlives it and
+/// removes them as soon as it sees the death, on a scan's ring and on a request.
+#[test]
+fn a_daemon_killed_mid_scan_leaves_no_ring_behind_once_its_client_notices() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for i in 0..6 {
+        write_file(&data.join(format!("big/f{i}.parquet")), i * 5000, 5000);
+    }
+    for on_request in [false, true] {
+        let mut daemon = Daemon::start(&data, &[]);
+        let pid = daemon.child.id();
+        let mut request =
+            ringscan_ipc::msg::ScanRequest::new(ringscan_ipc::msg::ScanSource::Table {
+                name: "big".into(),
+            });
+        request.batch_size = 500;
+        request.ring_capacity_bytes = 64 << 10;
+        let client = daemon.client();
+        let mut requests = daemon.client();
+        let mut stream = client.scan(&request).unwrap();
+        let first = stream.next_batch().unwrap().expect("a first batch");
+        // The daemon keeps a ring ready for the next scan of this size.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rings_of(pid).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!rings_of(pid).is_empty(), "no ring made ahead to test with");
+        daemon.child.kill().unwrap();
+        let err = if on_request {
+            drop(stream);
+            requests.ping().expect_err("a dead daemon answered")
+        } else {
+            drop(first);
+            loop {
+                match stream.next_batch() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("a killed daemon's scan ended as if complete"),
+                    Err(e) => break e,
+                }
+            }
+        };
+        assert_eq!(
+            rings_of(pid),
+            Vec::<String>::new(),
+            "rings of the killed daemon left in /dev/shm after the client saw: {err}"
+        );
+        let _ = daemon.child.wait();
+    }
+}
+
+/// Issue 17, item 13: every connection counted against the limit until its client
+/// closed it (or 15 minutes passed), so clients that kept their connections idle
+/// locked everyone else out with "busy". Now a full daemon closes the connection that
+/// has waited longest for its client, that client reconnects on its next request, and
+/// a connection idle past the session timeout is closed anyway.
+#[test]
+fn idle_connections_make_room_for_new_clients_and_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    // One scan at once: at most 1 * 4 + 16 = 20 connections.
+    let daemon = Daemon::start(&data, &["--max-scans", "1", "--session-idle-timeout", "1s"]);
+    let mut idle: Vec<DaemonClient> = (0..20)
+        .map(|_| {
+            let mut c = daemon.client();
+            c.ping().unwrap();
+            c
+        })
+        .collect();
+    // The check's own connection of `Daemon::start` is gone; these 20 fill the daemon.
+    let mut newcomer = daemon.client();
+    newcomer
+        .ping()
+        .expect("a new client was refused while all connections were idle");
+    // The client whose connection was closed to make room gets its answer anyway.
+    for c in &mut idle {
+        c.ping().expect("an evicted client's next request failed");
+    }
+    let closed = daemon
+        .client()
+        .status()
+        .unwrap()
+        .memory
+        .idle_connections_closed;
+    assert!(closed >= 1, "{closed}");
+
+    // Past the session timeout the daemon closes a silent connection by itself.
+    let mut raw = std::os::unix::net::UnixStream::connect(daemon.socket()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 1];
+    let n = std::io::Read::read(&mut raw, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the daemon sent something to a silent client");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900)
+            && started.elapsed() < Duration::from_secs(4),
+        "closed after {:?}, the session timeout is 1 s",
+        started.elapsed()
+    );
+}
+
+/// Issue 17, item 13: the daemon's memory budget covers the caches, the rings and each
+/// running scan's read-ahead; scans beyond what it allows at once are told "busy",
+/// and the status shows the split.
+#[test]
+fn scans_beyond_the_memory_budget_are_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for i in 0..4 {
+        write_file(&data.join(format!("big/f{i}.parquet")), i * 5000, 5000);
+    }
+    let daemon = Daemon::start(&data, &["--memory-budget-mib", "64"]);
+    let memory = daemon.client().status().unwrap().memory;
+    assert_eq!(memory.budget_bytes, 64 << 20);
+    let held = memory.metadata_cache_bytes
+        + memory.column_cache_bytes
+        + memory.ring_bytes
+        + memory.scan_bytes * memory.max_scans;
+    assert!(held <= memory.budget_bytes, "{memory:?}");
+    assert!(memory.max_scans >= 1 && memory.max_scans < 16, "{memory:?}");
+    let mut request = ringscan_ipc::msg::ScanRequest::new(ringscan_ipc::msg::ScanSource::Table {
+        name: "big".into(),
+    });
+    request.batch_size = 500;
+    request.ring_capacity_bytes = 64 << 10;
+    // Scans that stay open (their clients hold a batch, so the daemon waits on a full
+    // ring) until the budget's scans are all running.
+    let clients: Vec<DaemonClient> = (0..=memory.max_scans).map(|_| daemon.client()).collect();
+    let mut open = Vec::new();
+    for client in &clients[..memory.max_scans as usize] {
+        let mut stream = client.scan(&request).unwrap();
+        let batch = stream.next_batch().unwrap().expect("a first batch");
+        open.push((stream, batch));
+    }
+    let status = daemon.client().status().unwrap();
+    assert_eq!(
+        status.memory.scan_bytes_in_use,
+        memory.scan_bytes * memory.max_scans
+    );
+    let err = clients[memory.max_scans as usize]
+        .scan(&request)
+        .expect_err("a scan beyond the memory budget started");
+    assert!(err.to_string().contains("scan memory"), "{err}");
+    // Once one ends, a new one fits.
+    drop(open.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match clients[memory.max_scans as usize].scan(&request) {
+            Ok(stream) => {
+                drop(stream);
+                break;
+            }
+            Err(e) if Instant::now() < deadline && e.to_string().contains("busy") => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("no scan fits after one ended: {e}"),
+        }
+    }
+}

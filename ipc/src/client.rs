@@ -331,8 +331,28 @@ impl DaemonClient {
         message: &ClientMessage,
         op: &'static str,
     ) -> Result<DaemonMessage, ClientError> {
-        send(&mut self.stream, message, op)?;
-        read_message(&mut self.stream, Instant::now() + self.timeout, op)
+        let answer = send(&mut self.stream, message, op)
+            .and_then(|()| read_message(&mut self.stream, Instant::now() + self.timeout, op));
+        let Err(ClientError::Closed { .. }) = answer else {
+            return answer;
+        };
+        // The daemon closed this connection: it went idle and the daemon made room for
+        // others, or the daemon is gone. Requests have no side effect a second try could
+        // repeat (a `Stop` twice is one stop): a daemon that answers a new connection
+        // gets the request again; one that does not is dead or dying.
+        match open(&self.path) {
+            Ok(stream) => {
+                self.stream = stream;
+                send(&mut self.stream, message, op)?;
+                read_message(&mut self.stream, Instant::now() + self.timeout, op)
+            }
+            Err(_) => {
+                if let Some(pid) = crate::sys::peer_pid(&self.stream) {
+                    remove_rings_of_dead_daemon(pid);
+                }
+                answer
+            }
+        }
     }
 }
 
@@ -398,6 +418,7 @@ impl ScanStream {
                             ..
                         }
                 ) {
+                    remove_rings_of_dead_daemon(self.consumer.producer_pid());
                     const OP: &str = "reading why the scan ended";
                     if let Ok(stream) = self.conn.stream(OP) {
                         let deadline = Instant::now() + CUT_SHORT_REASON_WAIT;
@@ -539,6 +560,16 @@ fn send(
         MessageError::Io(source) => ClientError::Io { op, source },
         source => ClientError::Protocol { op, source },
     })
+}
+
+/// How long a client whose daemon is gone waits for it to exit before it looks for
+/// the rings the daemon left (a daemon closing in good order removes its own).
+const DEAD_DAEMON_GRACE: Duration = Duration::from_millis(500);
+
+/// Removes the rings no scan attached to of daemon `pid` once it has exited: a daemon
+/// killed with SIGKILL cannot, and the next daemon to start may be far away.
+fn remove_rings_of_dead_daemon(pid: u32) {
+    crate::remove_rings_of(crate::RING_PREFIX, pid, DEAD_DAEMON_GRACE);
 }
 
 fn is_closed(e: &io::Error) -> bool {

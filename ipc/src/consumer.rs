@@ -129,6 +129,22 @@ pub struct Consumer {
     pub(crate) last_batch_start: u64,
 }
 
+/// Maps the data pages of a ring (a test can make it fail, as a full address space
+/// or a `vm.max_map_count` limit would).
+fn map_data(fd: &OwnedFd, capacity: u64) -> std::io::Result<Mapping> {
+    #[cfg(test)]
+    if FAIL_DATA_MAP.with(std::cell::Cell::get) {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOMEM));
+    }
+    Mapping::map(fd, HEADER_BYTES as u64, capacity as usize, false)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Makes this thread's next attaches fail to map the ring's data pages.
+    pub(crate) static FAIL_DATA_MAP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl Consumer {
     /// Attaches to ring `name`: maps it, unlinks the name (both sides have it mapped
     /// now), and reads the schema record.
@@ -226,8 +242,18 @@ impl Consumer {
                 pid,
             });
         }
-        let data = Mapping::map(&fd, HEADER_BYTES as u64, capacity as usize, false)
-            .map_err(|e| RingError::os("mmap", name, e))?;
+        let data = match map_data(&fd, capacity) {
+            Ok(data) => data,
+            Err(e) => {
+                // We own the ring now and nobody else will attach: tell the producer we
+                // are gone and remove the name, or the segment outlives both of us.
+                // Release, partner: the producer's Acquire loads of `consumer_state`.
+                h.consumer_state.store(state::GONE, Ordering::Release);
+                notify_always(&h.space_word);
+                let _ = sys::shm_unlink(name);
+                return Err(RingError::os("mmap", name, e));
+            }
+        };
         // Both sides have it mapped: remove the name so that no crash can leave it behind.
         // ENOENT means the producer already removed it (it gave up on us); harmless.
         let _ = sys::shm_unlink(name);
@@ -341,6 +367,11 @@ impl Consumer {
     /// The ring's name (already removed from `/dev/shm`).
     pub fn name(&self) -> &str {
         &self.shared.name
+    }
+
+    /// The pid of the ring's producer.
+    pub fn producer_pid(&self) -> u32 {
+        self.producer.pid()
     }
 
     pub(crate) fn shared_read_pos(&self) -> u64 {

@@ -165,8 +165,33 @@ pub struct DaemonStatus {
     pub metadata_cache: CacheStatus,
     /// The column cache.
     pub column_cache: ColumnCacheStatus,
+    /// How its memory budget is split.
+    #[serde(default)]
+    pub memory: MemoryStatus,
     /// The data directory it serves.
     pub data_dir: PathBuf,
+}
+
+/// The daemon's memory budget and its parts (see `ringscan daemon run --help`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryStatus {
+    /// The whole budget.
+    pub budget_bytes: u64,
+    /// The footer cache's part.
+    pub metadata_cache_bytes: u64,
+    /// The column cache's part.
+    pub column_cache_bytes: u64,
+    /// What all scan rings together may take (shared memory).
+    pub ring_bytes: u64,
+    /// What one running scan may have read ahead of its decoder.
+    pub scan_bytes: u64,
+    /// Scans that may run at once within the budget.
+    pub max_scans: u64,
+    /// The shares of the scans running now.
+    pub scan_bytes_in_use: u64,
+    /// Connections closed after waiting idle for their client (the idle timeout, or
+    /// to make room for a new connection when all were taken).
+    pub idle_connections_closed: u64,
 }
 
 /// Encodes `schema` as an Arrow IPC stream holding only the schema message.

@@ -68,6 +68,7 @@
 pub mod bench;
 pub mod client;
 mod codec;
+mod column_stats;
 mod consumer;
 mod error;
 mod info;
@@ -76,17 +77,18 @@ pub mod msg;
 pub mod names;
 mod producer;
 mod release;
+mod report;
 mod ring;
 mod stale;
-mod stats;
 mod sys;
 
 pub use consumer::{Consumer, TryNext};
 pub use error::{Peer, RingError};
 pub use layout::{MAX_CAPACITY_BYTES, MIN_CAPACITY_BYTES};
 pub use producer::{live_ring_bytes, FreshRing, Producer};
-pub use ring::{unique_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES};
-pub use stale::remove_stale_rings;
+pub use report::{causes, error_chain};
+pub use ring::{unique_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES, RING_PREFIX};
+pub use stale::{remove_rings_of, remove_stale_rings};
 pub use sys::{monotonic_ns, shm_size_bytes};
 
 #[cfg(test)]

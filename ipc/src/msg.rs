@@ -24,12 +24,12 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub use crate::column_stats::{
+    decode_min_max, encode_min_max, ColumnStatistics, TableStatistics, MAX_STATISTICS_COLUMNS,
+};
 pub use crate::info::{
     decode_schema, encode_schema, CacheStatus, ColumnCacheStatus, DaemonStatus, FileVersion,
-    TableInfo,
-};
-pub use crate::stats::{
-    decode_min_max, encode_min_max, ColumnStatistics, TableStatistics, MAX_STATISTICS_COLUMNS,
+    MemoryStatus, TableInfo,
 };
 
 /// Version of the control protocol; bumped on incompatible changes.

@@ -86,6 +86,11 @@ pub(crate) fn validate_name(name: &str) -> Result<(), RingError> {
     })
 }
 
+/// Prefix of the names of the rings the IO daemon makes for scans: a ring is
+/// `/ringscan-<daemon pid>-…`, so whoever outlives a dead daemon can find its rings
+/// ([`remove_rings_of`](crate::remove_rings_of)).
+pub const RING_PREFIX: &str = "ringscan";
+
 /// A fresh ring name, unique on this machine: `/<prefix>-<pid>-<ns>-<counter>`.
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -2,8 +2,11 @@
 //!
 //! Once a consumer has attached, the name is already gone; the only crash that can
 //! leave a segment in `/dev/shm` is a producer dying between `create` and the
-//! consumer's `attach`. The daemon calls [`remove_stale_rings`] at start-up for its
-//! prefix (and the benchmark after killing a peer) to clear those.
+//! consumer's `attach` (the daemon keeps a ring ready for the next scan, so a killed
+//! daemon always leaves one). Whoever outlives the producer removes them: a client
+//! that sees its daemon die calls [`remove_rings_of`] with the daemon's pid, and the
+//! daemon calls [`remove_stale_rings`] at start-up for its prefix (and the benchmark
+//! after killing a peer) for those nobody was there to see.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
@@ -37,6 +40,16 @@ pub fn remove_stale_rings(prefix: &str) -> usize {
         }
     }
     removed
+}
+
+/// Removes the unattached rings `/<prefix>-<pid>-…` of process `pid` once it has
+/// ended, waiting up to `grace` for it to end (a peer whose socket just closed may
+/// still be exiting). Returns how many were removed; 0 if the process is still alive.
+pub fn remove_rings_of(prefix: &str, pid: u32, grace: Duration) -> usize {
+    if pid == 0 || pid == std::process::id() || !ProcessWatch::new(pid).wait_gone(grace) {
+        return 0;
+    }
+    remove_stale_rings(&format!("{prefix}-{pid}-"))
 }
 
 fn is_stale(name: &str, meta: Option<std::fs::Metadata>) -> bool {

@@ -516,6 +516,33 @@ impl ProcessWatch {
         self.pid
     }
 
+    /// Waits up to `timeout` for the process to end; true when it has. A peer whose
+    /// socket just closed may still be between closing its files and exiting.
+    pub(crate) fn wait_gone(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if !self.is_alive() {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            if let Some(fd) = &self.pidfd {
+                let mut pfd = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+                // SAFETY: `pfd` is one valid pollfd; the timeout bounds the wait.
+                unsafe { libc::poll(&mut pfd, 1, ms) };
+            } else {
+                std::thread::sleep(left.min(Duration::from_millis(5)));
+            }
+        }
+    }
+
     pub(crate) fn is_alive(&self) -> bool {
         let Ok(raw_pid) = libc::pid_t::try_from(self.pid) else {
             return false;
@@ -537,6 +564,29 @@ impl ProcessWatch {
         let ret = unsafe { libc::kill(raw_pid, 0) };
         ret == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
     }
+}
+
+/// The pid of the process at the other end of a connected Unix socket, as the kernel
+/// recorded it at connect time (`SO_PEERCRED`); it stays readable after the peer closed.
+pub(crate) fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = libc::socklen_t::try_from(std::mem::size_of::<libc::ucred>()).ok()?;
+    // SAFETY: `cred` is a writable ucred and `len` its size; the descriptor is a socket
+    // the caller keeps open for the call.
+    let ret = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            std::ptr::addr_of_mut!(cred).cast(),
+            &mut len,
+        )
+    };
+    (ret == 0 && cred.pid > 0).then(|| cred.pid as u32)
 }
 
 /// The flag that lets arrow's IPC decoder build arrays without validating them, for

@@ -870,3 +870,20 @@ fn a_full_dev_shm_is_an_error_for_the_ring_not_a_crash() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
+
+/// Issue 17, item 11: a consumer that won the ring (its pid is in the header) but then
+/// failed to map the data pages returned without removing the name: nobody else may
+/// attach, so the segment stayed in /dev/shm after both sides gave up.
+#[test]
+fn a_failed_attach_after_winning_the_ring_leaves_no_segment() {
+    let name = unique_name("ringscan-test");
+    let mut producer = Producer::create(&name, int_schema(), 1 << 20).unwrap();
+    crate::consumer::FAIL_DATA_MAP.with(|f| f.set(true));
+    let err = Consumer::attach(&name).unwrap_err();
+    crate::consumer::FAIL_DATA_MAP.with(|f| f.set(false));
+    assert!(err.to_string().contains("mmap"), "{err}");
+    assert!(!shm_path(&name).exists(), "{name} left in /dev/shm");
+    // The producer learns at once that its consumer is gone, not after the attach timeout.
+    assert!(producer.is_cancelled());
+    assert!(producer.push(&ints(&int_schema(), 0, 10)).is_err());
+}

@@ -57,9 +57,18 @@ struct RunOpts {
     /// truncated while mapped).
     #[arg(long, value_name = "MODE", default_value_t = IoMode::default(), value_parser = parse_io_mode)]
     io: IoMode,
-    /// Memory for decoded column chunks of hot files, kept between scans (0: off).
-    #[arg(long, value_name = "BYTES", default_value_t = DaemonConfig::DEFAULT_COLUMN_CACHE_BYTES)]
-    column_cache_bytes: usize,
+    /// Memory the daemon may hold: footer and column caches, rings and every running
+    /// scan's read-ahead together [default: half of the machine's memory]. Scans beyond
+    /// what it allows at once are told "busy".
+    #[arg(long, value_name = "MIB")]
+    memory_budget_mib: Option<u64>,
+    /// Memory for decoded column chunks of hot files, kept between scans (0: off)
+    /// [default: 256 MiB, less when the memory budget is small].
+    #[arg(long, value_name = "BYTES")]
+    column_cache_bytes: Option<usize>,
+    /// Close a connection that waited this long for its client (clients reconnect).
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = parse_duration)]
+    session_idle_timeout: Duration,
     /// Shared memory all scans' rings may take at once [default: half of /dev/shm]; a
     /// scan that asks for more than is left gets a smaller ring, or "busy" below 1 MiB.
     #[arg(long, value_name = "MIB")]
@@ -92,6 +101,8 @@ fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     config.idle_timeout = opts.idle_timeout;
     config.io_mode = run.io;
     config.column_cache_bytes = run.column_cache_bytes;
+    config.memory_budget_bytes = run.memory_budget_mib.map(|m| m.saturating_mul(1 << 20));
+    config.session_idle_timeout = run.session_idle_timeout;
     config.ring_budget_bytes = run.ring_budget_mib.map(|m| m.saturating_mul(1 << 20));
     config.max_ring_bytes = run.max_ring_mib.saturating_mul(1 << 20);
     config.detach = run.detached;

@@ -41,12 +41,12 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use ringscan_ipc::client::{ensure_daemon, ClientError};
 use ringscan_ipc::msg::ScanSummary;
 
-use crate::cache::ByteLru;
 use crate::result::QueryOutcome;
 use crate::result::QueryResult;
 use crate::result_cache::{DataVersion, ResultCache, ResultKey};
 use catalog::DataDirSchema;
 use daemon::Daemon;
+use ringscan_lru::ByteLru;
 use scan::DaemonScanExec;
 use table::DaemonTable;
 
@@ -198,7 +198,7 @@ pub struct SqlSession {
     settings: Arc<ScanSettings>,
     ctx: SessionContext,
     runtime: tokio::runtime::Runtime,
-    plans: ByteLru<String, CachedPlan>,
+    plans: ByteLru<String, Arc<CachedPlan>>,
     results: ResultCache,
 }
 
@@ -362,7 +362,7 @@ impl SqlSession {
     fn plan(&mut self, sql: &str) -> Result<(Arc<CachedPlan>, bool), EngineError> {
         let (cacheable, invalidates) = statement_kind(sql);
         if cacheable {
-            if let Some(cached) = self.plans.get(&sql.to_owned()) {
+            if let Some(cached) = self.plans.get(&sql.to_owned()).cloned() {
                 let data_dir = self.daemon.data_dir();
                 if cached.entries.iter().all(|e| e.still_current(data_dir)) {
                     return Ok((cached, true));

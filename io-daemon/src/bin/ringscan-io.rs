@@ -1,4 +1,5 @@
-//! `ringscan-io --data DIR [--idle-timeout 10m] [--max-scans N] [--cache-bytes N] [--io pread|mmap]`: the
+//! `ringscan-io --data DIR [--idle-timeout 10m] [--session-idle-timeout 5m] [--max-scans N]
+//! [--memory-budget-mib N] [--cache-bytes N] [--column-cache-bytes N] [--io pread|mmap]`: the
 //! IO daemon in the foreground. Exits 0 when stopped or idle, 1 on an error (another
 //! daemon already serves the directory, say), 2 on a usage error.
 
@@ -8,7 +9,8 @@ use std::process::ExitCode;
 use ringscan_io_daemon::server::{parse_duration, run, DaemonConfig};
 
 const USAGE: &str =
-    "usage: ringscan-io --data DIR [--idle-timeout 10m] [--max-scans N] [--cache-bytes N] [--io pread|mmap]";
+    "usage: ringscan-io --data DIR [--idle-timeout 10m] [--session-idle-timeout 5m] [--max-scans N] \
+     [--memory-budget-mib N] [--cache-bytes N] [--column-cache-bytes N] [--io pread|mmap]";
 
 fn parse(args: &[String]) -> Result<DaemonConfig, String> {
     let mut data: Option<PathBuf> = None;
@@ -35,6 +37,13 @@ fn parse(args: &[String]) -> Result<DaemonConfig, String> {
         match name {
             "--data" => data = Some(PathBuf::from(value)),
             "--idle-timeout" => config.idle_timeout = parse_duration(&value)?,
+            "--session-idle-timeout" => config.session_idle_timeout = parse_duration(&value)?,
+            "--memory-budget-mib" => {
+                let mib: u64 = value
+                    .parse()
+                    .map_err(|_| format!("--memory-budget-mib: invalid size {value:?}"))?;
+                config.memory_budget_bytes = Some(mib.saturating_mul(1 << 20));
+            }
             "--max-scans" => {
                 config.max_concurrent_scans = value
                     .parse()
@@ -43,14 +52,18 @@ fn parse(args: &[String]) -> Result<DaemonConfig, String> {
                     .ok_or(format!("--max-scans: invalid count {value:?}"))?;
             }
             "--cache-bytes" => {
-                config.metadata_cache_bytes = value
-                    .parse()
-                    .map_err(|_| format!("--cache-bytes: invalid size {value:?}"))?;
+                config.metadata_cache_bytes = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("--cache-bytes: invalid size {value:?}"))?,
+                );
             }
             "--column-cache-bytes" => {
-                config.column_cache_bytes = value
-                    .parse()
-                    .map_err(|_| format!("--column-cache-bytes: invalid size {value:?}"))?;
+                config.column_cache_bytes = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("--column-cache-bytes: invalid size {value:?}"))?,
+                );
             }
             "--io" => config.io_mode = value.parse().map_err(|e| format!("--io: {e}"))?,
             other => return Err(format!("unknown argument {other:?}")),
@@ -77,13 +90,7 @@ fn main() -> ExitCode {
     match run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            eprintln!("ringscan-io: {text}");
+            eprintln!("ringscan-io: {}", ringscan_ipc::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -6,6 +6,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use ringscan_lru::ByteLru;
+
 use parquet::file::metadata::{
     FileMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataBuilder, ParquetMetaDataReader,
 };
@@ -13,7 +15,7 @@ use parquet::file::metadata::{
 use ringscan_ipc::msg::FileVersion;
 
 use super::columns::ColumnCache;
-use super::derived::{Derived, DerivedCache};
+use super::derived::Derived;
 use super::page_index::{self, IndexKey, IndexLoad, LoadedIndex, SparsePageIndex};
 use super::source::ByteRangeSource;
 use super::{guard_panic, ScanError};
@@ -48,55 +50,46 @@ struct Entry {
     meta: Arc<ParquetMetaData>,
     /// Page indexes of this file version, loaded on demand.
     indexes: HashMap<IndexKey, LoadedIndex>,
-    /// Footer and page indexes.
-    bytes: usize,
-    last_used: u64,
+    /// The Arrow schema mapping and pruning column map, derived on first use.
+    derived: Option<Derived>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
-    entries: HashMap<PathBuf, Entry>,
-    used: usize,
-    tick: u64,
+    /// By path; an entry's size is its footer's, its derived values' and its page
+    /// indexes' estimated memory.
+    files: ByteLru<PathBuf, Entry>,
+    /// Footer and page index lookups (the LRU counts its own evictions).
     stats: CacheStats,
 }
 
 impl Inner {
-    /// Evict least recently used entries other than `keep` until `extra` more bytes fit
-    /// in `capacity`; whether they do.
-    fn make_room(&mut self, capacity: usize, extra: usize, keep: Option<&Path>) -> bool {
-        while self.used + extra > capacity {
-            let Some(victim) = self
-                .entries
-                .iter()
-                .filter(|(p, _)| Some(p.as_path()) != keep)
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(p, _)| p.clone())
-            else {
-                return false;
-            };
-            if let Some(e) = self.entries.remove(&victim) {
-                self.used -= e.bytes;
-                self.stats.evictions += 1;
-            }
-        }
-        true
+    /// The entry of `path` if it holds footer `meta`.
+    fn entry_of(&self, path: &Path, meta: &Arc<ParquetMetaData>) -> Option<&Entry> {
+        self.files
+            .peek(&path.to_path_buf())
+            .filter(|e| Arc::ptr_eq(&e.meta, meta))
     }
 
-    fn refresh_stats(&mut self) {
-        self.stats.entries = self.entries.len();
-        self.stats.bytes = self.used;
-        self.stats.page_indexes = self.entries.values().map(|e| e.indexes.len()).sum();
+    fn stats(&self) -> CacheStats {
+        let lru = self.files.stats();
+        CacheStats {
+            evictions: lru.evictions,
+            entries: lru.entries,
+            bytes: lru.bytes,
+            page_indexes: self.files.values().map(|e| e.indexes.len()).sum(),
+            ..self.stats
+        }
     }
 }
 
 /// Parsed footers keyed by path and validated by the file's size, mtime, device, inode
 /// and ctime ([`FileVersion`]): a file rewritten in place is parsed again, also when the
 /// rewrite kept its size and mtime (`cp -p`, `rsync -t`: the ctime moves, and a file
-/// replaced by rename has another inode). Bounded by the sum of `ParquetMetaData::memory_size()` and the
-/// page indexes' estimated sizes; the least recently used files go first (eviction scans
-/// the entries, fine for the thousands of files a daemon holds). Shared by reference
-/// across scans (`&self`).
+/// replaced by rename has another inode). Bounded by the sum of
+/// `ParquetMetaData::memory_size()`, the derived values' and the page indexes' estimated
+/// sizes ([`ByteLru`]); the least recently used files go first. Shared by reference across
+/// scans (`&self`).
 ///
 /// A footer is parsed once per file version, always without its page index. Page indexes
 /// are loaded separately ([`page_indexes`](Self::page_indexes)), only the kinds, row
@@ -104,9 +97,7 @@ impl Inner {
 /// footer: the key of one is (file version, row group, column, kind).
 #[derive(Debug)]
 pub struct MetadataCache {
-    capacity_bytes: usize,
     inner: Mutex<Inner>,
-    derived: DerivedCache,
     columns: ColumnCache,
 }
 
@@ -115,9 +106,10 @@ impl MetadataCache {
     /// than that is parsed on every use and never cached.
     pub fn new(capacity_bytes: usize) -> Self {
         Self {
-            capacity_bytes,
-            inner: Mutex::new(Inner::default()),
-            derived: DerivedCache::default(),
+            inner: Mutex::new(Inner {
+                files: ByteLru::new(capacity_bytes),
+                stats: CacheStats::default(),
+            }),
             columns: ColumnCache::new(0),
         }
     }
@@ -135,22 +127,40 @@ impl MetadataCache {
 
     /// The byte budget.
     pub fn capacity_bytes(&self) -> usize {
-        self.capacity_bytes
+        self.lock().files.capacity_bytes()
     }
 
     /// Counters so far.
     pub fn stats(&self) -> CacheStats {
-        self.lock().stats
+        self.lock().stats()
     }
 
     /// The Arrow schema mapping and pruning column map of `meta` (a footer this cache
-    /// returned for `path`), computed once per parsed footer.
+    /// returned for `path`), computed once per cached footer and kept in its entry
+    /// (counted in its bytes, evicted with it); computed on every call for a footer the
+    /// cache does not hold.
     pub(crate) fn derived(
         &self,
         meta: &Arc<ParquetMetaData>,
         path: &Path,
     ) -> Result<Derived, ScanError> {
-        self.derived.get(meta, path)
+        let cached = |inner: &Inner| inner.entry_of(path, meta).and_then(|e| e.derived.clone());
+        if let Some(derived) = cached(&self.lock()) {
+            return Ok(derived);
+        }
+        let derived = Derived::of(meta, path)?;
+        let extra = derived.memory_bytes(meta);
+        let mut inner = self.lock();
+        if let Some(raced) = cached(&inner) {
+            return Ok(raced);
+        }
+        let key = path.to_path_buf();
+        if inner.entry_of(path, meta).is_some() && inner.files.grow(&key, extra) {
+            if let Some(entry) = inner.files.peek_mut(&key) {
+                entry.derived = Some(derived.clone());
+            }
+        }
+        Ok(derived)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -170,26 +180,33 @@ impl MetadataCache {
         let version = FileVersion::from_metadata(PathBuf::new(), &stat);
         {
             let mut inner = self.lock();
-            inner.tick += 1;
-            let tick = inner.tick;
-            if let Some(e) = inner.entries.get_mut(path) {
-                if e.version.same_contents(&version) {
-                    e.last_used = tick;
-                    let meta = Arc::clone(&e.meta);
-                    inner.stats.hits += 1;
-                    return Ok(meta);
-                }
+            let key = path.to_path_buf();
+            let current = (inner.files.peek(&key))
+                .filter(|e| e.version.same_contents(&version))
+                .map(|e| Arc::clone(&e.meta));
+            if let Some(meta) = current {
+                inner.files.touch(&key);
+                inner.stats.hits += 1;
+                return Ok(meta);
             }
             inner.stats.misses += 1;
         }
         let meta = guard_panic(path, || {
-            ParquetMetaDataReader::new()
+            let corrupt = |source| ScanError::Corrupt {
+                file: path.to_path_buf(),
+                source,
+            };
+            match ParquetMetaDataReader::new()
                 .with_page_index_policy(PageIndexPolicy::Skip)
                 .parse_and_finish(file)
-                .map_err(|source| ScanError::Corrupt {
-                    file: path.to_path_buf(),
-                    source,
-                })
+            {
+                Ok(meta) => Ok(meta),
+                // Refused: a field of the wrong type, which other readers skip, may be
+                // all that is wrong (see `footer_repair`).
+                Err(refused) => repaired_footer(file, stat.len())
+                    .ok_or(refused)
+                    .map_err(corrupt),
+            }
         })?;
         let meta = Arc::new(with_true_row_count(meta));
         self.insert(path, version, &meta);
@@ -212,10 +229,7 @@ impl MetadataCache {
         let mut missing = Vec::new();
         {
             let mut inner = self.lock();
-            let entry = inner
-                .entries
-                .get(path)
-                .filter(|e| Arc::ptr_eq(&e.meta, meta));
+            let entry = inner.entry_of(path, meta);
             let mut hits = 0;
             for &key in wanted {
                 match entry.and_then(|e| e.indexes.get(&key)) {
@@ -239,53 +253,139 @@ impl MetadataCache {
         }
 
         let mut inner = self.lock();
-        let Some(entry) = inner.entries.get(path) else {
+        // Gone, or replaced by a newer version of the file meanwhile: serve, don't keep.
+        let Some(entry) = inner.entry_of(path, meta) else {
             return Ok(());
         };
-        if !Arc::ptr_eq(&entry.meta, meta) {
-            return Ok(()); // Replaced by a newer version of the file meanwhile.
-        }
         let fresh: Vec<(IndexKey, LoadedIndex)> = loaded
             .into_iter()
             .filter(|(k, _)| !entry.indexes.contains_key(k))
             .collect();
         let extra: usize = fresh.iter().map(|(_, ix)| ix.memory_bytes()).sum();
-        if !inner.make_room(self.capacity_bytes, extra, Some(path)) {
-            return Ok(()); // This file alone would exceed the budget: serve, don't keep.
+        let key = path.to_path_buf();
+        // False when this file alone would exceed the budget: serve, don't keep.
+        if inner.files.grow(&key, extra) {
+            inner.files.touch(&key);
+            if let Some(entry) = inner.files.peek_mut(&key) {
+                entry.indexes.extend(fresh);
+            }
         }
-        let tick = inner.tick;
-        if let Some(entry) = inner.entries.get_mut(path) {
-            entry.indexes.extend(fresh);
-            entry.bytes += extra;
-            entry.last_used = tick;
-            inner.used += extra;
-        }
-        inner.refresh_stats();
         Ok(())
     }
 
     fn insert(&self, path: &Path, version: FileVersion, meta: &Arc<ParquetMetaData>) {
         let bytes = meta.memory_size();
-        let mut inner = self.lock();
-        if let Some(old) = inner.entries.remove(path) {
-            inner.used -= old.bytes;
-        }
-        if bytes <= self.capacity_bytes && inner.make_room(self.capacity_bytes, bytes, None) {
-            let last_used = inner.tick;
-            inner.used += bytes;
-            inner.entries.insert(
-                path.to_path_buf(),
-                Entry {
-                    version,
-                    meta: Arc::clone(meta),
-                    indexes: HashMap::new(),
-                    bytes,
-                    last_used,
-                },
-            );
-        }
-        inner.refresh_stats();
+        let entry = Entry {
+            version,
+            meta: Arc::clone(meta),
+            indexes: HashMap::new(),
+            derived: None,
+        };
+        // Replaces an older version; a footer larger than the budget is not kept.
+        self.lock().files.insert(path.to_path_buf(), entry, bytes);
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Weak;
+
+    use super::*;
+
+    /// A small Parquet file of `rows` rows in `dir`.
+    fn file(dir: &Path, name: &str, rows: i64) -> PathBuf {
+        use arrow_array::{Int64Array, RecordBatch};
+        let path = dir.join(name);
+        let batch = RecordBatch::try_from_iter([(
+            "x",
+            Arc::new(Int64Array::from_iter_values(0..rows)) as _,
+        )])
+        .unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            File::create(&path).unwrap(),
+            batch.schema(),
+            None,
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        path
+    }
+
+    /// Issue 17, item 7: the derived values (whose Arrow view holds the footer) lived in
+    /// a side table that kept every footer alive, evicted or not, up to 1,024 of them:
+    /// the footer budget did not hold. Now they go with the footer's entry.
+    #[test]
+    fn evicted_footers_are_freed_with_their_derived_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..6)
+            .map(|i| file(dir.path(), &format!("f{i}.parquet"), 10 + i))
+            .collect();
+        let one = {
+            let f = File::open(&paths[0]).unwrap();
+            let meta = MetadataCache::new(1 << 20)
+                .get_or_load(&paths[0], &f)
+                .unwrap();
+            meta.memory_size() + Derived::of(&meta, &paths[0]).unwrap().memory_bytes(&meta)
+        };
+        // Room for two files' footers and derived values, not three.
+        let cache = MetadataCache::new(one * 2 + one / 2);
+        let mut weak: Vec<Weak<ParquetMetaData>> = Vec::new();
+        for path in &paths {
+            let meta = cache.get_or_load(path, &File::open(path).unwrap()).unwrap();
+            let first = cache.derived(&meta, path).unwrap();
+            let again = cache.derived(&meta, path).unwrap();
+            assert!(
+                Arc::ptr_eq(&first.columns, &again.columns),
+                "derived twice for one cached footer"
+            );
+            weak.push(Arc::downgrade(&meta));
+        }
+        let stats = cache.stats();
+        assert!(stats.bytes <= cache.capacity_bytes(), "{stats:?}");
+        assert_eq!(stats.entries, 2, "{stats:?}");
+        let alive = weak.iter().filter(|w| w.strong_count() > 0).count();
+        assert_eq!(alive, 2, "footers alive beyond the two the budget holds");
+    }
+
+    /// A rewritten file's footer gets derived values of its own.
+    #[test]
+    fn a_new_version_of_a_file_is_derived_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file(dir.path(), "f.parquet", 10);
+        let cache = MetadataCache::new(1 << 20);
+        let meta = cache
+            .get_or_load(&path, &File::open(&path).unwrap())
+            .unwrap();
+        let old = cache.derived(&meta, &path).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        file(dir.path(), "f.parquet", 20);
+        let meta = cache
+            .get_or_load(&path, &File::open(&path).unwrap())
+            .unwrap();
+        let new = cache.derived(&meta, &path).unwrap();
+        assert!(!Arc::ptr_eq(&old.columns, &new.columns));
+        assert_eq!(new.arrow.metadata().file_metadata().num_rows(), 20);
+    }
+}
+
+/// The footer of `file` decoded after leaving out its fields of the wrong type; `None`
+/// when it cannot be read, has none, or still does not decode.
+fn repaired_footer(file: &File, file_bytes: u64) -> Option<ParquetMetaData> {
+    use std::os::unix::fs::FileExt;
+    const TAIL_BYTES: u64 = 8;
+    let mut tail = [0u8; TAIL_BYTES as usize];
+    file.read_exact_at(&mut tail, file_bytes.checked_sub(TAIL_BYTES)?)
+        .ok()?;
+    if &tail[4..] != b"PAR1" {
+        return None;
+    }
+    let len = u64::from(u32::from_le_bytes(tail[..4].try_into().ok()?));
+    let start = file_bytes.checked_sub(TAIL_BYTES)?.checked_sub(len)?;
+    let mut footer = vec![0u8; usize::try_from(len).ok()?];
+    file.read_exact_at(&mut footer, start).ok()?;
+    let (fixed, _dropped) = super::footer_repair::repair(&footer)?;
+    ParquetMetaDataReader::decode_metadata(&fixed).ok()
 }
 
 /// `meta` with the file's row count equal to the sum of its row groups'.

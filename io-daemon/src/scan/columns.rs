@@ -24,6 +24,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use ringscan_lru::ByteLru;
+
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{FieldRef, Schema, SchemaRef};
 use parquet::file::metadata::ParquetMetaData;
@@ -54,35 +56,53 @@ pub struct ColumnCacheStats {
     pub bytes: usize,
 }
 
+/// A decoded column chunk: (file, row group, root column) in the LRU.
 #[derive(Debug)]
 struct Chunk {
     field: FieldRef,
     array: ArrayRef,
-    bytes: usize,
-    last_used: u64,
 }
+
+type ChunkKey = (PathBuf, usize, usize);
 
 #[derive(Debug)]
 struct FileEntry {
-    /// The footer every chunk below was decoded under, as an identity: a weak pointer
-    /// keeps the allocation (so no other footer can take its address) but not the
-    /// footer, which the metadata cache alone owns and bounds.
+    /// The footer every chunk of this file was decoded under, as an identity: a weak
+    /// pointer keeps the allocation (so no other footer can take its address) but not
+    /// the footer, which the metadata cache alone owns and bounds.
     footer: Weak<ParquetMetaData>,
     /// Schema metadata of the decoded batches.
     schema: SchemaRef,
-    /// By (row group, root column).
-    chunks: HashMap<(usize, usize), Chunk>,
-    /// Used once, not held.
+    /// (row group, root column) used once, not held.
     seen: HashSet<(usize, usize)>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
+    /// The files chunks were looked up or kept for.
     files: HashMap<PathBuf, FileEntry>,
-    used: usize,
+    /// The chunks held, bounded in bytes ([`get_array_memory_size`] of each).
+    ///
+    /// [`get_array_memory_size`]: arrow_array::Array::get_array_memory_size
+    chunks: ByteLru<ChunkKey, Chunk>,
+    /// Marks in all `seen` sets.
     seen: usize,
-    tick: u64,
     stats: ColumnCacheStats,
+}
+
+impl Inner {
+    /// Forgets `path`'s chunks and marks (its file changed); counts them invalidated.
+    fn invalidate(&mut self, path: &Path) {
+        if let Some(old) = self.files.remove(path) {
+            self.seen -= old.seen.len();
+        }
+        let dropped = self.chunks.retain(|k, _| k.0 != path);
+        self.stats.invalidated += dropped as u64;
+    }
+
+    fn key(path: &Path, row_group: usize, root: usize) -> ChunkKey {
+        (path.to_path_buf(), row_group, root)
+    }
 }
 
 /// What a read should do, from [`ColumnCache::lookup`].
@@ -103,12 +123,20 @@ pub struct ColumnCache {
     inner: Mutex<Inner>,
 }
 
+/// Files remembered (with no chunk held and no mark) at most before they are forgotten.
+const FILES_MAX: usize = 4096;
+
 impl ColumnCache {
     /// An empty cache of at most `capacity_bytes` (0: off).
     pub fn new(capacity_bytes: usize) -> Self {
         Self {
             capacity_bytes,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                files: HashMap::new(),
+                chunks: ByteLru::new(capacity_bytes),
+                seen: 0,
+                stats: ColumnCacheStats::default(),
+            }),
         }
     }
 
@@ -120,10 +148,13 @@ impl ColumnCache {
     /// Counters so far.
     pub fn stats(&self) -> ColumnCacheStats {
         let inner = self.lock();
-        let mut stats = inner.stats;
-        stats.entries = inner.files.values().map(|f| f.chunks.len()).sum();
-        stats.bytes = inner.used;
-        stats
+        let lru = inner.chunks.stats();
+        ColumnCacheStats {
+            entries: lru.entries,
+            bytes: lru.bytes,
+            evictions: lru.evictions,
+            ..inner.stats
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -147,9 +178,11 @@ impl ColumnCache {
         let inner = self.lock();
         inner.files.get(path).is_some_and(|f| {
             same_footer(&f.footer, footer)
-                && roots
-                    .iter()
-                    .all(|r| f.chunks.contains_key(&(row_group, *r)))
+                && roots.iter().all(|r| {
+                    (inner.chunks)
+                        .peek(&Inner::key(path, row_group, *r))
+                        .is_some()
+                })
         })
     }
 
@@ -168,39 +201,46 @@ impl ColumnCache {
         }
         let mut guard = self.lock();
         let inner = &mut *guard;
-        inner.tick += 1;
-        let tick = inner.tick;
-        let file = match inner.files.get_mut(path) {
-            Some(f) if same_footer(&f.footer, footer) => f,
-            _ => {
-                // Unknown file, or a new version of it: start over.
-                if let Some(old) = inner.files.remove(path) {
-                    inner.used -= old.chunks.values().map(|c| c.bytes).sum::<usize>();
-                    inner.seen -= old.seen.len();
-                    inner.stats.invalidated += old.chunks.len() as u64;
-                }
-                inner.files.entry(path.to_path_buf()).or_insert(FileEntry {
+        if !inner
+            .files
+            .get(path)
+            .is_some_and(|f| same_footer(&f.footer, footer))
+        {
+            // Unknown file, or a new version of it: start over.
+            inner.invalidate(path);
+            if inner.files.len() >= FILES_MAX {
+                let chunks = &inner.chunks;
+                inner
+                    .files
+                    .retain(|p, f| !f.seen.is_empty() || chunks.iter().any(|(k, _)| k.0 == *p));
+            }
+            inner.files.insert(
+                path.to_path_buf(),
+                FileEntry {
                     footer: Arc::downgrade(footer),
                     schema: Arc::new(Schema::empty()),
-                    chunks: HashMap::new(),
                     seen: HashSet::new(),
-                })
-            }
-        };
-        if roots
+                },
+            );
+        }
+        let keys: Vec<ChunkKey> = roots
             .iter()
-            .all(|r| file.chunks.contains_key(&(row_group, *r)))
-        {
+            .map(|r| Inner::key(path, row_group, *r))
+            .collect();
+        if keys.iter().all(|k| inner.chunks.peek(k).is_some()) {
             let mut fields = Vec::with_capacity(roots.len());
             let mut columns = Vec::with_capacity(roots.len());
-            for r in roots {
-                if let Some(c) = file.chunks.get_mut(&(row_group, *r)) {
-                    c.last_used = tick;
+            for k in &keys {
+                inner.chunks.touch(k);
+                if let Some(c) = inner.chunks.peek(k) {
                     fields.push(Arc::clone(&c.field));
                     columns.push(Arc::clone(&c.array));
                 }
             }
-            let schema = Schema::new_with_metadata(fields, file.schema.metadata().clone());
+            let metadata = (inner.files.get(path))
+                .map(|f| f.schema.metadata().clone())
+                .unwrap_or_default();
+            let schema = Schema::new_with_metadata(fields, metadata);
             let rows = columns.first().map_or(0, |c| c.len());
             if let Ok(batch) = RecordBatch::try_new_with_options(
                 Arc::new(schema),
@@ -217,9 +257,18 @@ impl ColumnCache {
         if too_big {
             return Lookup::Pass;
         }
-        if roots.iter().all(|r| {
-            file.seen.contains(&(row_group, *r)) || file.chunks.contains_key(&(row_group, *r))
-        }) {
+        let held: Vec<bool> = keys
+            .iter()
+            .map(|k| inner.chunks.peek(k).is_some())
+            .collect();
+        let Some(file) = inner.files.get_mut(path) else {
+            return Lookup::Pass;
+        };
+        if roots
+            .iter()
+            .zip(&held)
+            .all(|(r, held)| *held || file.seen.contains(&(row_group, *r)))
+        {
             for r in roots {
                 if file.seen.remove(&(row_group, *r)) {
                     inner.seen -= 1;
@@ -228,8 +277,8 @@ impl ColumnCache {
             return Lookup::Admit;
         }
         let mut added = 0;
-        for r in roots {
-            if !file.chunks.contains_key(&(row_group, *r)) && file.seen.insert((row_group, *r)) {
+        for (r, held) in roots.iter().zip(&held) {
+            if !held && file.seen.insert((row_group, *r)) {
                 added += 1;
             }
         }
@@ -240,7 +289,10 @@ impl ColumnCache {
             }
             inner.seen = 0;
             // Files with nothing held are forgotten with their marks.
-            inner.files.retain(|_, f| !f.chunks.is_empty());
+            let chunks = &inner.chunks;
+            inner
+                .files
+                .retain(|p, _| chunks.iter().any(|(k, _)| k.0 == *p));
         }
         Lookup::Pass
     }
@@ -270,77 +322,31 @@ impl ColumnCache {
         }
         let mut guard = self.lock();
         let inner = &mut *guard;
-        match inner.files.get(path) {
-            Some(f) if same_footer(&f.footer, footer) => {}
-            _ => return,
+        let Some(file) = inner.files.get_mut(path) else {
+            return;
+        };
+        if !same_footer(&file.footer, footer) {
+            return;
         }
-        // Replace what is there already (a racing scan admitted the same chunks).
-        let mut freed = 0;
-        if let Some(f) = inner.files.get_mut(path) {
-            for r in roots {
-                if let Some(old) = f.chunks.remove(&(row_group, *r)) {
-                    freed += old.bytes;
-                }
-            }
-        }
-        inner.used -= freed;
-        evict(inner, self.capacity_bytes.saturating_sub(total));
-        inner.tick += 1;
-        let tick = inner.tick;
-        // Eviction may have dropped this file's entry with its last chunk.
-        let file = inner
-            .files
-            .entry(path.to_path_buf())
-            .or_insert_with(|| FileEntry {
-                footer: Arc::downgrade(footer),
-                schema: Arc::new(Schema::empty()),
-                chunks: HashMap::new(),
-                seen: HashSet::new(),
-            });
         file.schema = batch.schema();
         let fields = batch.schema_ref().fields().clone();
+        // Replaces what is there already (a racing scan admitted the same chunks); the
+        // LRU evicts the least recently used chunks of any file to fit.
         for (((r, array), bytes), field) in roots
             .iter()
             .zip(batch.columns())
             .zip(sizes)
             .zip(fields.iter())
         {
-            file.chunks.insert(
-                (row_group, *r),
-                Chunk {
-                    field: Arc::clone(field),
-                    array: Arc::clone(array),
-                    bytes,
-                    last_used: tick,
-                },
-            );
+            let chunk = Chunk {
+                field: Arc::clone(field),
+                array: Arc::clone(array),
+            };
+            inner
+                .chunks
+                .insert(Inner::key(path, row_group, *r), chunk, bytes);
         }
-        inner.used += total;
         inner.stats.admitted += roots.len() as u64;
-    }
-}
-
-/// Evicts least recently used chunks until at most `target` bytes are held.
-fn evict(inner: &mut Inner, target: usize) {
-    while inner.used > target {
-        let Some((path, key)) = inner
-            .files
-            .iter()
-            .flat_map(|(p, f)| f.chunks.iter().map(move |(k, c)| (p, *k, c.last_used)))
-            .min_by_key(|(_, _, used)| *used)
-            .map(|(p, k, _)| (p.clone(), k))
-        else {
-            return;
-        };
-        if let Some(f) = inner.files.get_mut(&path) {
-            if let Some(c) = f.chunks.remove(&key) {
-                inner.used -= c.bytes;
-                inner.stats.evictions += 1;
-            }
-            if f.chunks.is_empty() && f.seen.is_empty() {
-                inner.files.remove(&path);
-            }
-        }
     }
 }
 

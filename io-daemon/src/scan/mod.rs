@@ -30,6 +30,7 @@ mod dynamic;
 mod error;
 mod file;
 mod filter;
+mod footer_repair;
 #[allow(
     unsafe_code,
     reason = "memory maps and the SIGBUS handler that guards them"

@@ -8,49 +8,25 @@ use std::time::Duration;
 
 use ringscan_ipc::msg::{
     encode_schema, read_frame, write_frame, CacheStatus, ClientMessage, ColumnCacheStatus,
-    DaemonMessage, DaemonStatus, MessageError, ScanSource, TableInfo, TableStatistics,
+    DaemonMessage, DaemonStatus, MemoryStatus, MessageError, ScanSource, TableInfo,
+    TableStatistics,
 };
 
-use super::{scan, Shared};
+use ringscan_ipc::error_chain as chain;
+
+use super::reply::reply_error;
+use super::{report, scan, Activity, Shared};
 use crate::table;
 
-/// A request connection silent for this long is closed.
-const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// A client that does not read its answers for this long is dropped.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// An error and its causes on one line, each cause once.
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// Sends an error reply (best effort: the client may be gone).
-pub(crate) fn reply_error(stream: &mut UnixStream, message: String) {
-    let _ = write_frame(stream, &DaemonMessage::Error { message });
-}
-
-/// Answers "busy" and closes.
-pub(crate) fn refuse_busy(mut stream: UnixStream, why: &str) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    reply_error(&mut stream, format!("busy: {why}; try again later"));
-}
-
 /// Serves requests until the client closes, a scan ends, or an error closes it.
-pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream) {
-    let _ = stream.set_read_timeout(Some(REQUEST_READ_TIMEOUT));
+pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc<Activity>) {
+    let _ = stream.set_read_timeout(Some(shared.config.session_idle_timeout));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     loop {
+        activity.idle();
         let message: ClientMessage = match read_frame(&mut stream) {
             Ok(Some(message)) => message,
             Ok(None) => return,
@@ -60,6 +36,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream) {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
+                shared.idle_closed.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             Err(e) => {
@@ -68,6 +45,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream) {
                 return;
             }
         };
+        activity.busy();
         if let Err(e) = message.validate() {
             shared.log.line(&format!("invalid request: {}", chain(&e)));
             reply_error(&mut stream, chain(&e));
@@ -75,7 +53,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream) {
         }
         let answer = match message {
             ClientMessage::Ping => DaemonMessage::Pong,
-            ClientMessage::Status => DaemonMessage::Status(status(shared)),
+            ClientMessage::Status => DaemonMessage::Status(report::status(shared)),
             ClientMessage::Describe { source } => match describe(shared, &source) {
                 Ok(info) => DaemonMessage::Table(info),
                 Err(message) => {
@@ -107,7 +85,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream) {
                 return;
             }
             ClientMessage::Scan(request) => {
-                scan::serve(shared, stream, request);
+                scan::serve(shared, stream, request, activity);
                 return;
             }
             ClientMessage::Refine { .. } | ClientMessage::Cancel => {
@@ -126,53 +104,13 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream) {
     }
 }
 
-fn status(shared: &Shared) -> DaemonStatus {
-    let stats = shared.cache.stats();
-    DaemonStatus {
-        pid: std::process::id(),
-        uptime_ms: u64::try_from(shared.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        idle_timeout_ms: u64::try_from(shared.config.idle_timeout.as_millis()).unwrap_or(u64::MAX),
-        scans_active: shared.scans_active.load(Ordering::Acquire),
-        scans_served: shared.scans_served.load(Ordering::Relaxed),
-        rings_reused: shared.rings_reused.load(Ordering::Relaxed),
-        metadata_cache: CacheStatus {
-            hits: stats.hits,
-            misses: stats.misses,
-            evictions: stats.evictions,
-            entries: stats.entries as u64,
-            bytes: stats.bytes as u64,
-            capacity_bytes: shared.cache.capacity_bytes() as u64,
-            page_index_hits: stats.page_index_hits,
-            page_index_misses: stats.page_index_misses,
-            page_indexes: stats.page_indexes as u64,
-        },
-        column_cache: column_cache_status(shared),
-        data_dir: shared.data_dir.clone(),
-    }
-}
-
-pub(crate) fn column_cache_status(shared: &Shared) -> ColumnCacheStatus {
-    let columns = shared.cache.columns();
-    let stats = columns.stats();
-    ColumnCacheStatus {
-        hits: stats.hits,
-        misses: stats.misses,
-        admitted: stats.admitted,
-        evictions: stats.evictions,
-        invalidated: stats.invalidated,
-        entries: stats.entries as u64,
-        bytes: stats.bytes as u64,
-        capacity_bytes: columns.capacity_bytes() as u64,
-    }
-}
-
 fn statistics(
     shared: &Shared,
     source: &ScanSource,
     columns: &[String],
 ) -> Result<TableStatistics, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::stats::table_statistics(&shared.data_dir, source, columns, &shared.cache)
+        crate::source_stats::table_statistics(&shared.data_dir, source, columns, &shared.cache)
     }))
     .map_err(|_| "internal error: reading statistics panicked".to_owned())?
     .map_err(|e| chain(&e))

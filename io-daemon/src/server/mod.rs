@@ -5,8 +5,13 @@
 //!   `<data>/.ringscan/io.lock` for its whole life (a second daemon gets
 //!   [`DaemonError::AlreadyRunning`]); only with the lock held does it remove a stale
 //!   socket and bind a new one.
-//! - **A thread per connection**, bounded: more than [`DaemonConfig::max_connections`]
-//!   connections, or more than `max_concurrent_scans` scans, get a "busy" error.
+//! - **A thread per connection**, bounded: when [`DaemonConfig::max_connections`] are
+//!   open, a new one takes the place of the one that has waited longest for its
+//!   client, and gets a "busy" error only when none is waiting; a connection idle for
+//!   [`DaemonConfig::session_idle_timeout`] is closed anyway. More than
+//!   `max_concurrent_scans` scans get a "busy" error.
+//! - **One memory budget** ([`DaemonConfig::memory_budget_bytes`]) over the footer and
+//!   column caches, the rings and every running scan's read-ahead (see `budget`).
 //! - **Every failure stays in its connection**: malformed or hostile frames, invalid
 //!   requests, unreadable files and panics inside a scan end in an
 //!   [`Error`](ringscan_ipc::msg::DaemonMessage::Error) reply and a closed connection;
@@ -17,9 +22,12 @@
 //! - **Logs** go to `<data>/.ringscan/io.log`, one line per scan, never to the
 //!   spawner's stdout or stderr.
 
+mod budget;
 mod conn;
 mod log;
 mod pool;
+mod reply;
+mod report;
 mod rings;
 mod scan;
 
@@ -53,12 +61,19 @@ pub struct DaemonConfig {
     pub data_dir: PathBuf,
     /// Exit after this long with no connection open.
     pub idle_timeout: Duration,
+    /// A connection waiting this long for its client's next request (or a session's
+    /// next scan) is closed; clients reconnect on their next request.
+    pub session_idle_timeout: Duration,
     /// Scans streaming at once; more get a "busy" error.
     pub max_concurrent_scans: usize,
-    /// Budget of the footer cache.
-    pub metadata_cache_bytes: usize,
-    /// Budget of the column cache (decoded column chunks of hot files; 0: off).
-    pub column_cache_bytes: usize,
+    /// Memory the daemon may hold: caches, rings and the scans' read-ahead together
+    /// (`None`: half of the machine's memory).
+    pub memory_budget_bytes: Option<u64>,
+    /// Budget of the footer cache (`None`: 256 MiB, less when the memory budget is small).
+    pub metadata_cache_bytes: Option<usize>,
+    /// Budget of the column cache (decoded column chunks of hot files; 0: off; `None`:
+    /// 256 MiB, less when the memory budget is small).
+    pub column_cache_bytes: Option<usize>,
     /// How scans read local files ([`IoMode::default`] unless told).
     pub io_mode: IoMode,
     /// Shared memory all scans' rings may take at once (`None`: half of the size of
@@ -74,12 +89,14 @@ pub struct DaemonConfig {
 impl DaemonConfig {
     /// Default idle timeout (10 minutes).
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+    /// Default idle timeout of one connection (5 minutes).
+    pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
     /// Default scan limit.
     pub const DEFAULT_MAX_CONCURRENT_SCANS: usize = 16;
     /// Default footer cache budget (256 MiB).
-    pub const DEFAULT_METADATA_CACHE_BYTES: usize = 256 << 20;
+    pub const DEFAULT_METADATA_CACHE_BYTES: usize = budget::DEFAULT_METADATA_CACHE_BYTES as usize;
     /// Default column cache budget (256 MiB).
-    pub const DEFAULT_COLUMN_CACHE_BYTES: usize = 256 << 20;
+    pub const DEFAULT_COLUMN_CACHE_BYTES: usize = budget::DEFAULT_COLUMN_CACHE_BYTES as usize;
     /// Default largest ring (1 GiB).
     pub const DEFAULT_MAX_RING_BYTES: u64 = 1 << 30;
 
@@ -88,9 +105,11 @@ impl DaemonConfig {
         Self {
             data_dir: data_dir.into(),
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            session_idle_timeout: Self::DEFAULT_SESSION_IDLE_TIMEOUT,
             max_concurrent_scans: Self::DEFAULT_MAX_CONCURRENT_SCANS,
-            metadata_cache_bytes: Self::DEFAULT_METADATA_CACHE_BYTES,
-            column_cache_bytes: Self::DEFAULT_COLUMN_CACHE_BYTES,
+            memory_budget_bytes: None,
+            metadata_cache_bytes: None,
+            column_cache_bytes: None,
             io_mode: IoMode::default(),
             ring_budget_bytes: None,
             max_ring_bytes: Self::DEFAULT_MAX_RING_BYTES,
@@ -205,6 +224,9 @@ pub use ringscan_ipc::client::socket_path;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DaemonError {
+    /// The configuration does not hold together.
+    #[error("{0}")]
+    Config(String),
     /// Another daemon holds the data directory's lock.
     #[error("another IO daemon{} already serves {}", match .pid { Some(p) => format!(" (pid {p})"), None => String::new() }, .data_dir.display())]
     AlreadyRunning {
@@ -250,8 +272,12 @@ pub(crate) struct Shared {
     pub(crate) stopping: AtomicBool,
     /// The watchdog found the daemon idle past its timeout.
     idle_exit: AtomicBool,
-    /// Open connections (a clone of each stream, to shut down on exit).
-    connections: Mutex<HashMap<u64, UnixStream>>,
+    /// Open connections (a clone of each stream, to shut down on exit or when idle).
+    connections: Mutex<HashMap<u64, Connection>>,
+    /// Connections closed for waiting idle.
+    pub(crate) idle_closed: AtomicU64,
+    /// The scans' read-ahead shares of the memory budget.
+    pub(crate) memory: budget::ScanMemory,
     last_activity: Mutex<Instant>,
     /// Scan rings made ahead and dropped behind.
     pub(crate) rings: rings::RingStock,
@@ -293,16 +319,35 @@ impl ExeIdentity {
 }
 
 impl Shared {
-    /// Claims a scan slot, or `None` when `max_concurrent_scans` are running.
-    pub(crate) fn try_start_scan(self: &Arc<Self>) -> Option<ScanSlot> {
+    /// Claims a scan slot and its share of the memory budget, or says why not: the
+    /// running scans are as many as allowed, or hold all of the scans' memory.
+    pub(crate) fn try_start_scan(self: &Arc<Self>) -> Result<ScanSlot, String> {
         let max = self.config.max_concurrent_scans as u64;
-        self.scans_active
+        if self
+            .scans_active
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
-            .ok()?;
-        Some(ScanSlot {
+            .is_err()
+        {
+            return Err(format!(
+                "busy: {max} scans are running (the limit); try again later"
+            ));
+        }
+        let Some(memory_bytes) = self.memory.reserve() else {
+            self.scans_active.fetch_sub(1, Ordering::AcqRel);
+            let plan = self.memory.plan();
+            return Err(format!(
+                "busy: {} running scans hold the daemon's scan memory ({} MiB of its {} MiB \
+                 budget); try again later",
+                plan.max_scans,
+                (plan.scan_bytes * plan.max_scans) >> 20,
+                plan.budget_bytes >> 20
+            ));
+        };
+        Ok(ScanSlot {
             shared: Arc::clone(self),
+            memory_bytes,
         })
     }
 
@@ -325,10 +370,13 @@ impl Shared {
 #[derive(Debug)]
 pub(crate) struct ScanSlot {
     shared: Arc<Shared>,
+    /// Its share of the memory budget: the most it may read ahead.
+    pub(crate) memory_bytes: u64,
 }
 
 impl Drop for ScanSlot {
     fn drop(&mut self) {
+        self.shared.memory.release(self.memory_bytes);
         self.shared.scans_active.fetch_sub(1, Ordering::AcqRel);
         self.shared.scans_served.fetch_add(1, Ordering::Relaxed);
     }
@@ -385,10 +433,21 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     // Blocking accept: a new connection (every scan opens one) is served at once. A
     // polling accept cost each scan up to one poll interval (20 ms measured) of latency.
 
-    let ring_budget = (config.ring_budget_bytes).unwrap_or_else(rings::default_budget);
+    let plan = budget::MemoryPlan::new(&budget::Asked {
+        budget_bytes: config
+            .memory_budget_bytes
+            .unwrap_or_else(budget::default_budget_bytes),
+        metadata_cache_bytes: config.metadata_cache_bytes.map(|b| b as u64),
+        column_cache_bytes: config.column_cache_bytes.map(|b| b as u64),
+        ring_bytes: config.ring_budget_bytes,
+        shm_half_bytes: rings::default_budget(),
+        max_scans: config.max_concurrent_scans as u64,
+    })
+    .map_err(DaemonError::Config)?;
+    let ring_budget = plan.ring_bytes;
     let shared = Arc::new(Shared {
-        cache: MetadataCache::new(config.metadata_cache_bytes)
-            .with_column_cache(config.column_cache_bytes),
+        cache: MetadataCache::new(usize::try_from(plan.metadata_cache_bytes).unwrap_or(usize::MAX))
+            .with_column_cache(usize::try_from(plan.column_cache_bytes).unwrap_or(usize::MAX)),
         log: Log::open(&log_path(&data_dir)),
         data_dir: data_dir.clone(),
         config,
@@ -399,6 +458,8 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         stopping: AtomicBool::new(false),
         idle_exit: AtomicBool::new(false),
         connections: Mutex::new(HashMap::new()),
+        idle_closed: AtomicU64::new(0),
+        memory: budget::ScanMemory::new(plan),
         last_activity: Mutex::new(Instant::now()),
         rings: rings::RingStock::start(),
         ring_budget,
@@ -407,17 +468,24 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     });
     // Rings of a daemon that died before their scans' clients attached (or that it
     // kept ready) would stay in /dev/shm: remove those whose producer is gone.
-    let stale = ringscan_ipc::remove_stale_rings(rings::RING_PREFIX);
+    let stale = ringscan_ipc::remove_stale_rings(ringscan_ipc::RING_PREFIX);
     if stale > 0 {
         shared
             .log
             .line(&format!("removed {stale} stale rings from /dev/shm"));
     }
     shared.log.line(&format!(
-        "daemon started: pid {}, data {}, idle timeout {} ms",
+        "daemon started: pid {}, data {}, idle timeout {} ms, memory budget {} MiB \
+         (footer cache {} MiB, column cache {} MiB, rings {} MiB, {} scans of {} MiB)",
         std::process::id(),
         data_dir.display(),
-        shared.config.idle_timeout.as_millis()
+        shared.config.idle_timeout.as_millis(),
+        plan.budget_bytes >> 20,
+        plan.metadata_cache_bytes >> 20,
+        plan.column_cache_bytes >> 20,
+        plan.ring_bytes >> 20,
+        plan.max_scans,
+        plan.scan_bytes >> 20,
     ));
     let watchdog = spawn_watchdog(&shared, &socket);
     let reason = match accept_loop(&listener, &shared) {
@@ -439,7 +507,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         .unwrap_or_else(PoisonError::into_inner)
         .values()
     {
-        let _ = stream.shutdown(Shutdown::Read);
+        let _ = stream.stream.shutdown(Shutdown::Read);
     }
     let deadline = Instant::now() + EXIT_GRACE;
     while shared.connection_count() > 0 && Instant::now() < deadline {
@@ -529,6 +597,56 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) -> &'static str {
     }
 }
 
+/// An open connection: a clone of its stream (to shut it down) and whether it waits.
+#[derive(Debug)]
+struct Connection {
+    stream: UnixStream,
+    activity: Arc<Activity>,
+}
+
+/// Whether a connection is waiting for its client, and since when: set by the thread
+/// serving it, read by the accept loop to choose which to close when full.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    epoch: Instant,
+    /// Milliseconds since `epoch` when it began to wait; [`Activity::BUSY`] when not.
+    idle_since_ms: AtomicU64,
+}
+
+impl Activity {
+    const BUSY: u64 = u64::MAX;
+
+    fn new(epoch: Instant) -> Self {
+        Self {
+            epoch,
+            idle_since_ms: AtomicU64::new(Self::BUSY),
+        }
+    }
+
+    /// The connection now waits for its client (no effect if it already did).
+    pub(crate) fn idle(&self) {
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(Self::BUSY - 1);
+        // Relaxed: a hint for choosing whom to close; closing a connection that just
+        // got a request costs that client one reconnect, never a wrong answer.
+        let _ = self.idle_since_ms.compare_exchange(
+            Self::BUSY,
+            now,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The connection works for its client.
+    pub(crate) fn busy(&self) {
+        self.idle_since_ms.store(Self::BUSY, Ordering::Relaxed);
+    }
+
+    fn idle_since_ms(&self) -> Option<u64> {
+        let t = self.idle_since_ms.load(Ordering::Relaxed);
+        (t != Self::BUSY).then_some(t)
+    }
+}
+
 /// Serves connection `id` on a pooled thread (see [`pool`]).
 fn spawn_connection(shared: &Arc<Shared>, stream: UnixStream, id: u64) {
     if stream.set_nonblocking(false).is_err() {
@@ -537,24 +655,48 @@ fn spawn_connection(shared: &Arc<Shared>, stream: UnixStream, id: u64) {
     let Ok(clone) = stream.try_clone() else {
         return;
     };
+    let activity = Arc::new(Activity::new(shared.started));
     {
         let mut connections = shared
             .connections
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if connections.len() >= shared.config.max_connections() {
-            drop(connections);
-            conn::refuse_busy(stream, "too many connections");
-            return;
+            // Full: the connection that has waited longest for its client makes room
+            // (its client reconnects on its next request); busy only when all work.
+            let longest_idle = connections
+                .iter()
+                .filter_map(|(id, c)| c.activity.idle_since_ms().map(|t| (t, *id)))
+                .min();
+            match longest_idle.and_then(|(_, id)| connections.remove(&id)) {
+                Some(idle) => {
+                    let _ = idle.stream.shutdown(Shutdown::Both);
+                    shared.idle_closed.fetch_add(1, Ordering::Relaxed);
+                    shared
+                        .log
+                        .line("connections full: closed the longest idle one for a new one");
+                }
+                None => {
+                    drop(connections);
+                    reply::refuse_busy(stream, "too many connections, all of them busy");
+                    return;
+                }
+            }
         }
-        connections.insert(id, clone);
+        connections.insert(
+            id,
+            Connection {
+                stream: clone,
+                activity: Arc::clone(&activity),
+            },
+        );
     }
     let thread_shared = Arc::clone(shared);
     let spawned = shared.threads.execute("conn", move || {
         let shared = thread_shared;
         // A panic outside a scan (which has its own guard) ends this connection only.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            conn::serve(&shared, stream)
+            conn::serve(&shared, stream, &activity)
         }));
         if result.is_err() {
             shared

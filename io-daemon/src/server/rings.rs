@@ -59,8 +59,6 @@ const READY: usize = 1;
 const CAPACITIES: usize = 2;
 /// Jobs queued for the stock's thread at most; beyond that the caller does the work.
 const JOB_QUEUE: usize = 64;
-/// Prefix of ring names (the daemon removes stale ones at start-up).
-pub(crate) const RING_PREFIX: &str = "ringscan";
 
 enum Job {
     /// Make rings until [`READY`] are ready.
@@ -149,7 +147,8 @@ impl RingStock {
         let _ = self.jobs.try_send(Job::Refill);
         match ready {
             Some(ring) => ring.start(schema),
-            None => FreshRing::create(&unique_name(RING_PREFIX), options, 0)?.start(schema),
+            None => FreshRing::create(&unique_name(ringscan_ipc::RING_PREFIX), options, 0)?
+                .start(schema),
         }
     }
 
@@ -204,7 +203,8 @@ fn refill(state: &Mutex<State>) {
                 None => return,
             }
         };
-        let Ok(ring) = FreshRing::create(&unique_name(RING_PREFIX), &options, 0) else {
+        let Ok(ring) = FreshRing::create(&unique_name(ringscan_ipc::RING_PREFIX), &options, 0)
+        else {
             return; // the scan that needs one makes it and reports the error
         };
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -21,8 +21,10 @@ use ringscan_ipc::msg::{
 use ringscan_ipc::{Producer, RingError, RingOptions};
 use ringscan_profiling::{CounterScope, Counters};
 
-use super::conn::{chain, reply_error};
-use super::Shared;
+use ringscan_ipc::error_chain as chain;
+
+use super::reply::reply_error;
+use super::{Activity, Shared};
 use crate::scan::{scan_files, DynamicFilter, ScanError, ScanSpec};
 use crate::table::{self, ResolvedTable};
 
@@ -30,8 +32,6 @@ use crate::table::{self, ResolvedTable};
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Read slice of the control thread (it checks whether the scan is over between reads).
 const CONTROL_POLL: Duration = Duration::from_millis(100);
-/// A scan connection waiting this long for its session's next scan is closed.
-const SESSION_IDLE: Duration = Duration::from_secs(15 * 60);
 
 /// What the client said on the scan's connection.
 #[derive(Debug, Default)]
@@ -56,26 +56,35 @@ struct ControlState {
 
 /// Runs the control loop on a pooled thread; the receiver says when it has returned.
 fn spawn_control(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     stream: UnixStream,
     state: Arc<ControlState>,
+    activity: Arc<Activity>,
 ) -> io::Result<crossbeam_channel::Receiver<()>> {
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    let thread_shared = Arc::clone(shared);
     shared.threads.execute("scan-control", move || {
-        control_loop(stream, &state);
+        control_loop(&thread_shared, stream, &state, &activity);
         let _ = done_tx.send(());
     })?;
     Ok(done_rx)
 }
 
-fn control_loop(mut stream: UnixStream, state: &ControlState) {
+fn control_loop(
+    shared: &Shared,
+    mut stream: UnixStream,
+    state: &ControlState,
+    activity: &Activity,
+) {
     let _ = stream.set_read_timeout(Some(CONTROL_POLL));
     let mut idle_since: Option<Instant> = None;
     while !state.done.load(Ordering::Acquire) {
         if state.finished.load(Ordering::Acquire) {
             // Waiting for the session's next scan: not forever.
+            activity.idle();
             let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= SESSION_IDLE {
+            if since.elapsed() >= shared.config.session_idle_timeout {
+                shared.idle_closed.fetch_add(1, Ordering::Relaxed);
                 state.closed.store(true, Ordering::Release);
                 return;
             }
@@ -87,6 +96,7 @@ fn control_loop(mut stream: UnixStream, state: &ControlState) {
                 Err(e) => return bad(state, format!("invalid refine predicate: {}", chain(&e))),
             },
             Ok(Some(ClientMessage::Scan(request))) if state.finished.load(Ordering::Acquire) => {
+                activity.busy();
                 let message = ClientMessage::Scan(request);
                 if let Err(e) = message.validate() {
                     return bad(state, chain(&e));
@@ -228,10 +238,15 @@ fn micros(d: Duration) -> u64 {
 /// is ready for that (it rearmed its consumer) and the capacity is the same. A session
 /// thus maps its ring once and keeps writing to pages already present on both sides:
 /// faulting in a fresh ring's pages was a third of a selective query's daemon time.
-pub(crate) fn serve(shared: &Arc<Shared>, stream: UnixStream, request: ScanRequest) {
+pub(crate) fn serve(
+    shared: &Arc<Shared>,
+    stream: UnixStream,
+    request: ScanRequest,
+    activity: &Arc<Activity>,
+) {
     let (mut stream, mut request, mut kept) = (stream, request, None);
     loop {
-        let Some((s, producer, next)) = serve_one(shared, stream, request, kept) else {
+        let Some((s, producer, next)) = serve_one(shared, stream, request, kept, activity) else {
             return;
         };
         match next {
@@ -273,19 +288,19 @@ fn serve_one(
     mut stream: UnixStream,
     request: ScanRequest,
     kept: Option<Producer>,
+    activity: &Arc<Activity>,
 ) -> Option<(UnixStream, Producer, Option<ScanRequest>)> {
     let started = Instant::now();
     let source = source_text(&request.source);
-    let Some(slot) = shared.try_start_scan() else {
-        shared.log.line(&format!("scan {source}: refused, busy"));
-        reply_error(
-            &mut stream,
-            format!(
-                "busy: {} scans are running (the limit); try again later",
-                shared.config.max_concurrent_scans
-            ),
-        );
-        return None;
+    let slot = match shared.try_start_scan() {
+        Ok(slot) => slot,
+        Err(message) => {
+            shared
+                .log
+                .line(&format!("scan {source}: refused, {message}"));
+            reply_error(&mut stream, message);
+            return None;
+        }
     };
     let prepared = match prepare(shared, &request) {
         Ok(p) => p,
@@ -340,7 +355,7 @@ fn serve_one(
     let control = Arc::new(ControlState::default());
     let control_thread = stream
         .try_clone()
-        .and_then(|clone| spawn_control(shared, clone, Arc::clone(&control)));
+        .and_then(|clone| spawn_control(shared, clone, Arc::clone(&control), Arc::clone(activity)));
     let control_thread = match control_thread {
         Ok(t) => t,
         Err(e) => {
@@ -351,7 +366,14 @@ fn serve_one(
         }
     };
     let result = match producer.wait_for_consumer() {
-        Ok(()) => run_scan(shared, &prepared, &request, &mut producer, &control),
+        Ok(()) => run_scan(
+            shared,
+            &prepared,
+            &request,
+            &mut producer,
+            &control,
+            slot.memory_bytes,
+        ),
         Err(e) => Err(chain(&e)),
     };
     let bad_frame = control
@@ -446,6 +468,7 @@ fn run_scan(
     request: &ScanRequest,
     producer: &mut Producer,
     control: &ControlState,
+    memory_bytes: u64,
 ) -> Result<ScanSummary, String> {
     let spec = ScanSpec::new(&prepared.table.listing.root, &prepared.table.listing.files)
         .with_projection(Some(&prepared.projection))
@@ -456,7 +479,11 @@ fn run_scan(
         .with_batch_size(request.batch_size)
         .with_dynamic_filter(Some(&control.refine))
         .with_cancel(Some(&control.cancelled))
-        .with_io(shared.config.io_mode);
+        .with_io(shared.config.io_mode)
+        .with_prefetch(
+            crate::scan::DEFAULT_PREFETCH_ROW_GROUPS,
+            usize::try_from(memory_bytes).unwrap_or(usize::MAX),
+        );
     // Counters of this thread and the scan's worker threads (spawned after the open, so
     // they inherit them; they exit before the scan returns, which folds their counts in).
     let mut counters = Counters::open(CounterScope::Process);
@@ -539,7 +566,7 @@ fn run_scan(
             "page_index_misses": stats.page_index_misses,
             "page_indexes": stats.page_indexes,
         },
-        "column_cache": super::conn::column_cache_status(shared),
+        "column_cache": super::report::column_cache_status(shared),
     });
     Ok(summary)
 }

@@ -10,13 +10,7 @@ fn main() -> ExitCode {
     match ringscan_ipc::bench::peer_main(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut msg = format!("ring-peer: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                msg.push_str(&format!(": {s}"));
-                source = s.source();
-            }
-            eprintln!("{msg}");
+            eprintln!("ring-peer: {}", ringscan_ipc::error_chain(&e));
             ExitCode::FAILURE
         }
     }

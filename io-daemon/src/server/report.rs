@@ -1,0 +1,62 @@
+//! What the daemon tells about itself: its status, caches and memory.
+
+use std::sync::atomic::Ordering;
+
+use ringscan_ipc::msg::{CacheStatus, ColumnCacheStatus, DaemonStatus, MemoryStatus};
+
+use super::Shared;
+
+pub(crate) fn status(shared: &Shared) -> DaemonStatus {
+    let stats = shared.cache.stats();
+    DaemonStatus {
+        pid: std::process::id(),
+        uptime_ms: u64::try_from(shared.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        idle_timeout_ms: u64::try_from(shared.config.idle_timeout.as_millis()).unwrap_or(u64::MAX),
+        scans_active: shared.scans_active.load(Ordering::Acquire),
+        scans_served: shared.scans_served.load(Ordering::Relaxed),
+        rings_reused: shared.rings_reused.load(Ordering::Relaxed),
+        metadata_cache: CacheStatus {
+            hits: stats.hits,
+            misses: stats.misses,
+            evictions: stats.evictions,
+            entries: stats.entries as u64,
+            bytes: stats.bytes as u64,
+            capacity_bytes: shared.cache.capacity_bytes() as u64,
+            page_index_hits: stats.page_index_hits,
+            page_index_misses: stats.page_index_misses,
+            page_indexes: stats.page_indexes as u64,
+        },
+        column_cache: column_cache_status(shared),
+        memory: memory_status(shared),
+        data_dir: shared.data_dir.clone(),
+    }
+}
+
+fn memory_status(shared: &Shared) -> MemoryStatus {
+    let plan = shared.memory.plan();
+    MemoryStatus {
+        budget_bytes: plan.budget_bytes,
+        metadata_cache_bytes: plan.metadata_cache_bytes,
+        column_cache_bytes: plan.column_cache_bytes,
+        ring_bytes: plan.ring_bytes,
+        scan_bytes: plan.scan_bytes,
+        max_scans: plan.max_scans,
+        scan_bytes_in_use: shared.memory.used_bytes(),
+        idle_connections_closed: shared.idle_closed.load(Ordering::Relaxed),
+    }
+}
+
+pub(crate) fn column_cache_status(shared: &Shared) -> ColumnCacheStatus {
+    let columns = shared.cache.columns();
+    let stats = columns.stats();
+    ColumnCacheStatus {
+        hits: stats.hits,
+        misses: stats.misses,
+        admitted: stats.admitted,
+        evictions: stats.evictions,
+        invalidated: stats.invalidated,
+        entries: stats.entries as u64,
+        bytes: stats.bytes as u64,
+        capacity_bytes: columns.capacity_bytes() as u64,
+    }
+}
