@@ -28,6 +28,7 @@
 
 pub mod error;
 mod footer_probe;
+pub mod hive;
 pub mod prune;
 pub mod scan;
 pub mod server;

@@ -456,7 +456,8 @@ fn run_scan(
         .with_batch_size(request.batch_size)
         .with_dynamic_filter(Some(&control.refine))
         .with_cancel(Some(&control.cancelled))
-        .with_io(shared.config.io_mode);
+        .with_io(shared.config.io_mode)
+        .with_partition_types(Some(&prepared.table.partition_types));
     // Counters of this thread and the scan's worker threads (spawned after the open, so
     // they inherit them; they exit before the scan returns, which folds their counts in).
     let mut counters = Counters::open(CounterScope::Process);
