@@ -4,9 +4,9 @@
 //! DuckDB (`hive_types_autocast`, on by default) types a partition column by trying each
 //! directory's raw text, in this order, as a `DATE`, a `TIMESTAMP` and a `BIGINT` with
 //! its strict casts; a column whose directories disagree (`k=1` and `k=abc`, or a date
-//! and an integer) is `VARCHAR`, and so is one that has no value but NULL. The checks
-//! behind each rule are in `tests/hive_partitions.rs` and this module's tests (DuckDB
-//! 2.0, through the interop venv). Here:
+//! and an integer) is `VARCHAR`, and so is one that has no value but NULL. Each rule
+//! below was checked with DuckDB 2.0 (the interop venv's); this module's tests hold the
+//! cases, and `tests/differential` (table `hive_t`) compares whole answers. Here:
 //!
 //! - **NULL**: `__HIVE_DEFAULT_PARTITION__` is NULL in every column. The text `NULL`
 //!   (any case) votes for no type, and is NULL in a column that is not text; in a
