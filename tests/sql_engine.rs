@@ -628,3 +628,68 @@ fn half_float_nans_order_above_every_number() {
     let outcome = session.query(sql, false).expect(sql);
     assert_eq!(csv_of(&outcome), "h\n-5.0\n0.0\n2.5\nnan\n\n");
 }
+
+/// Issue 17 (10): hive partition values were always text, so `WHERE year = 2024` compared
+/// strings (or did not plan) and `day >= DATE '2024-01-01'` pruned nothing; they are typed
+/// as DuckDB types them, over every directory, and the filters skip directories. Date
+/// text reads with the one parser the directories are typed with (`2024-1-5`, spaces).
+#[test]
+fn hive_partitions_are_typed_and_prune_like_duckdb() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+    let dirs = [
+        "year=2023/day=2023-12-31/code=007",
+        "year=2024/day=2024-1-5/code=12",
+        "year=2024/day=2024-01-06/code=abc",
+        "year=__HIVE_DEFAULT_PARTITION__/day=NULL/code=NULL",
+    ];
+    for (n, d) in dirs.iter().enumerate() {
+        let path = data.join("t").join(d);
+        std::fs::create_dir_all(&path).expect("mkdir");
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from(vec![
+                n as i64 * 10,
+                n as i64 * 10 + 1,
+            ]))],
+        )
+        .expect("batch");
+        let file = File::create(path.join("part-0.parquet")).expect("create");
+        let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), None).expect("writer");
+        writer.write(&batch).expect("write");
+        writer.close().expect("close");
+    }
+    let _guard = DaemonGuard(data);
+    let mut session = started_session(data);
+    let mut csv = |sql: &str| csv_of(&session.query(sql, false).expect(sql));
+    // Typed: integer arithmetic on year, date arithmetic on day; code stays text.
+    assert_eq!(
+        csv("SELECT year + 1 AS y, day, code FROM t WHERE v = 10"),
+        "y,day,code\n2025,2024-01-05,12\n"
+    );
+    assert_eq!(
+        csv("SELECT year, day, code FROM t WHERE v = 30"),
+        "year,day,code\n,,NULL\n"
+    );
+    for (sql, rows) in [
+        ("SELECT count(*) AS n FROM t WHERE year = 2024", 4),
+        ("SELECT count(*) AS n FROM t WHERE year < 2024", 2),
+        ("SELECT count(*) AS n FROM t WHERE year IS NULL", 2),
+        (
+            "SELECT count(*) AS n FROM t WHERE day >= DATE '2024-01-01'",
+            4,
+        ),
+        ("SELECT count(*) AS n FROM t WHERE day = ' 2024-1-5 '", 2),
+        (
+            "SELECT count(*) AS n FROM t WHERE day = DATE '2024/01/06'",
+            2,
+        ),
+        ("SELECT count(*) AS n FROM t WHERE code = '007'", 2),
+    ] {
+        assert_eq!(csv(sql), format!("n\n{rows}\n"), "{sql}");
+    }
+    // The partition filter skips directories in the daemon.
+    let stats = stats_json(data, dir.path(), "SELECT v FROM t WHERE year = 2024");
+    assert_eq!(stats["scan"]["files_pruned"], 2, "{stats}");
+}

@@ -282,20 +282,7 @@ fn param(params: &Params, name: &str) -> f64 {
     params.get(name).copied().unwrap_or(0.0)
 }
 
-/// `YYYY-MM-DD` of a day number (days since 1970-01-01), proleptic Gregorian.
-pub fn format_date(days: i32) -> String {
-    // Howard Hinnant's civil_from_days.
-    let z = i64::from(days) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
+pub use ringscan_values::date::format_date;
 
 /// A typed SQL literal and the same value for the predicate tree.
 #[derive(Debug, Clone)]

@@ -4,25 +4,8 @@
 const MICROS_PER_SECOND: i64 = 1_000_000;
 const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
 
-/// The civil date of a day number since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// `YYYY-MM-DD`.
-pub(crate) fn format_date(days: i32) -> String {
-    let (y, m, d) = civil_from_days(i64::from(days));
-    format!("{y:04}-{m:02}-{d:02}")
-}
+use ringscan_values::date::civil_from_days;
+pub(crate) use ringscan_values::date::format_date;
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]`.
 pub(crate) fn format_timestamp(ts_us: i64) -> String {

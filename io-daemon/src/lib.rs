@@ -32,6 +32,7 @@
 
 pub mod error;
 mod footer_probe;
+pub mod hive;
 pub mod prune;
 pub mod scan;
 pub mod server;

@@ -9,8 +9,9 @@
 //! Nothing may escape the data directory: absolute paths, `..` and hidden components
 //! are refused, and every file found is checked (after resolving symbolic links) to lie
 //! inside it. The schema is the first file's Arrow schema (as the scan's reader maps it)
-//! followed by the hive partition columns of its path (Utf8, in path order); every other
-//! file must agree up to dictionary encoding and nullability.
+//! followed by the hive partition columns of its path (in path order, typed as DuckDB
+//! types them over all the files: [`crate::hive`]); every other file must agree up to
+//! dictionary encoding and nullability.
 
 use std::collections::BTreeSet;
 use std::fs::{self, File};
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use ringscan_ipc::msg::{FileVersion, ScanSource};
 
+use crate::hive::PartitionTypes;
 use crate::prune::PartitionValues;
 use crate::scan::{MetadataCache, ScanError};
 
@@ -137,6 +139,8 @@ pub struct ResolvedTable {
     pub listing: Listing,
     /// The table schema: file columns, then partition columns.
     pub schema: SchemaRef,
+    /// The partition columns' types (over all the files).
+    pub partition_types: PartitionTypes,
 }
 
 /// Lists `source`'s files under `data_dir`.
@@ -155,8 +159,13 @@ pub fn resolve(
     cache: &MetadataCache,
 ) -> Result<ResolvedTable, TableError> {
     let listing = list(data_dir, source)?;
-    let schema = table_schema(&listing, cache)?;
-    Ok(ResolvedTable { listing, schema })
+    let partition_types = crate::scan::infer_partition_types(&listing.root, &listing.files);
+    let schema = typed_table_schema(&listing, &partition_types, cache)?;
+    Ok(ResolvedTable {
+        listing,
+        schema,
+        partition_types,
+    })
 }
 
 fn canonical(path: &Path) -> Result<PathBuf, TableError> {
@@ -554,6 +563,15 @@ fn logical(data_type: &DataType) -> &DataType {
 /// The table schema of `listing`: the first file's columns, then its partition columns;
 /// every other file must agree.
 pub fn table_schema(listing: &Listing, cache: &MetadataCache) -> Result<SchemaRef, TableError> {
+    let types = crate::scan::infer_partition_types(&listing.root, &listing.files);
+    typed_table_schema(listing, &types, cache)
+}
+
+fn typed_table_schema(
+    listing: &Listing,
+    partition_types: &PartitionTypes,
+    cache: &MetadataCache,
+) -> Result<SchemaRef, TableError> {
     let Some(first_rel) = listing.files.first() else {
         return Ok(Arc::new(Schema::empty()));
     };
@@ -604,11 +622,10 @@ pub fn table_schema(listing: &Listing, cache: &MetadataCache) -> Result<SchemaRe
             return Err(mismatch(format!("partition column {missing:?} is missing")));
         }
     }
-    fields.extend(
-        partitions
-            .into_iter()
-            .map(|k| Field::new(k, DataType::Utf8, true)),
-    );
+    fields.extend(partitions.into_iter().map(|k| {
+        let data_type = partition_types.get(&k).data_type();
+        Field::new(k, data_type, true)
+    }));
     Ok(Arc::new(Schema::new_with_metadata(
         fields,
         first.metadata().clone(),

@@ -133,6 +133,9 @@ fn partitioned_scan_has_the_partition_column_in_path_order() {
     let schema = batches[0].schema();
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     assert_eq!(names, ["id", "v", "s", "year", "month"]);
+    // Typed as DuckDB types them: `2024` an integer, `01` (a leading zero) text.
+    assert_eq!(schema.field(3).data_type(), &arrow_schema::DataType::Int64);
+    assert_eq!(schema.field(4).data_type(), &arrow_schema::DataType::Utf8);
     assert_eq!(rows(&batches)[3], "3|1.5|s3|2024|01");
 }
 

@@ -394,6 +394,88 @@ fn metadata_cache_evicts_least_recently_used() {
     assert_eq!((c.stats().hits, c.stats().misses), (2, 4));
 }
 
+/// Partition values typed as DuckDB types them, over all the files: `year` is BIGINT,
+/// `day` DATE (one directory written `2024-1-5`), `code` VARCHAR (`007` keeps its zeros,
+/// and one directory's `abc` makes the other's `12` text too); filters on them prune
+/// whole files by value.
+#[test]
+fn hive_partition_values_are_typed_and_prune() {
+    use arrow_array::types::Date32Type;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = [
+        "year=2023/day=2023-12-31/code=007/part.parquet",
+        "year=2024/day=2024-1-5/code=12/part.parquet",
+        "year=2024/day=2024-01-06/code=abc/part.parquet",
+    ];
+    for f in files {
+        write(&dir.path().join(f), 2);
+    }
+    let c = cache();
+    let (_, batches) = Scan::new(dir.path(), &files).all(&c).expect("all");
+    let schema = batches[0].schema();
+    let types: Vec<(&str, &DataType)> = schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().as_str(), f.data_type()))
+        .collect();
+    // A library scan without a projection adds partition columns in name order (the
+    // daemon's table schema keeps path order).
+    assert_eq!(
+        types,
+        [
+            ("i", &DataType::Int64),
+            ("s", &DataType::Utf8),
+            ("code", &DataType::Utf8),
+            ("day", &DataType::Date32),
+            ("year", &DataType::Int64),
+        ]
+    );
+    let days: Vec<i32> = batches
+        .iter()
+        .flat_map(|b| {
+            let day = b.column_by_name("day").expect("day");
+            day.as_primitive::<Date32Type>().values().to_vec()
+        })
+        .collect();
+    let jan5 = ringscan_values::date::parse_date("2024-01-05").expect("date");
+    assert_eq!(days, [jan5 - 5, jan5 - 5, jan5, jan5, jan5 + 1, jan5 + 1]);
+    let codes: Vec<String> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("code")
+                .expect("code")
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.expect("code").to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(codes, ["007", "007", "12", "12", "abc", "abc"]);
+
+    for (pred, kept) in [
+        (Predicate::compare("year", CmpOp::Eq, Literal::Int(2024)), 2),
+        (
+            Predicate::compare("day", CmpOp::GtEq, Literal::Date32(jan5 - 4)),
+            2,
+        ),
+        (
+            Predicate::compare("day", CmpOp::Eq, Literal::Date32(jan5)),
+            1,
+        ),
+        (
+            Predicate::compare("code", CmpOp::Eq, Literal::Utf8("007".into())),
+            1,
+        ),
+    ] {
+        let mut scan = Scan::new(dir.path(), &files);
+        scan.predicate = Some(pred.clone());
+        let (summary, batches) = scan.all(&c).expect("scan");
+        assert_eq!(summary.files_pruned_by_partition, 3 - kept, "{pred:?}");
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        assert_eq!(rows, 2 * kept as usize, "{pred:?}");
+    }
+}
+
 #[test]
 fn partition_columns_from_the_hive_path() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -2,21 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Civil date (year, month 1..=12, day 1..=31) of a count of days since 1970-01-01.
-///
-/// Howard Hinnant's `civil_from_days`: exact for the whole proleptic Gregorian calendar.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // day of era, 0..=146096
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // 0..=399
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // 0..=365
-    let mp = (5 * doy + 2) / 153; // 0..=11, March-based
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
+use ringscan_values::date::civil_from_days;
 
 /// Broken-down UTC time: (year, month, day, hour, minute, second, millisecond).
 fn utc_parts(t: SystemTime) -> (i64, u32, u32, u32, u32, u32, u32) {
@@ -72,21 +58,5 @@ mod tests {
             "2100-01-01T00:00:00.000Z"
         );
         assert_eq!(compact_utc(at(1_774_088_112, 0)), "20260321-101512");
-    }
-
-    proptest::proptest! {
-        /// Against a naive day-by-day walk of the calendar.
-        #[test]
-        fn civil_matches_naive_walk(days in 0i64..80_000) {
-            let (mut y, mut m, mut d) = (1970i64, 1u32, 1u32);
-            for _ in 0..days {
-                let leap = (y.rem_euclid(4) == 0 && y.rem_euclid(100) != 0) || y.rem_euclid(400) == 0;
-                let len = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-                d += 1;
-                if d > len[(m - 1) as usize] { d = 1; m += 1; }
-                if m > 12 { m = 1; y += 1; }
-            }
-            proptest::prop_assert_eq!(civil_from_days(days), (y, m, d));
-        }
     }
 }

@@ -31,6 +31,13 @@ def statements(path):
     return [s.strip() for s in text.split(";") if s.strip()]
 
 
+# Tables DuckDB answers from memory, not from the file: DuckDB 2.0's Parquet scan prunes
+# row groups by min/max statistics that leave NaN out, so `x > 1` loses the NaN rows of
+# a row group whose numbers are all below 1 (NaN is above every number in DuckDB's own
+# order). Loaded into a table first, its answers are its semantics.
+IN_MEMORY = {"floats_t"}
+
+
 def duck_connection(data_dir):
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
@@ -38,9 +45,10 @@ def duck_connection(data_dir):
         table = os.path.join(data_dir, name)
         if name.startswith(".") or not os.path.isdir(table):
             continue
+        kind = "TABLE" if name in IN_MEMORY else "VIEW"
         con.execute(
-            f"CREATE VIEW \"{name}\" AS SELECT * FROM read_parquet('{table}/**/*.parquet', "
-            "hive_partitioning = true, hive_types_autocast = false)"
+            f"CREATE {kind} \"{name}\" AS SELECT * FROM read_parquet('{table}/**/*.parquet', "
+            "hive_partitioning = true)"
         )
     return con
 

@@ -5,7 +5,9 @@
 -- Tables: ohlcv (100k bars, 2 files), ohlcv_part (hive by symbol), wide (50k x 21),
 -- pa_trades (pyarrow: 3 files, snappy/zstd/none, dictionary on/off, page index on/off,
 -- no statistics in one), duck_trades (DuckDB COPY, zstd, 2048-row groups). Both trades
--- tables have NULLs in most columns.
+-- tables have NULLs in most columns. hive_t: partitions year (BIGINT), day (DATE, one
+-- directory `2024-1-5`), code (VARCHAR: `007`, `12`, `abc`, an escape, `NULL`), NULL
+-- markers; floats_t: NaN of both signs, both zeros, the infinities, NULLs, 3-row groups.
 
 -- ohlcv: filters, pushdown boundaries
 SELECT count(*) FROM ohlcv;
@@ -123,3 +125,47 @@ SELECT DISTINCT date_trunc('day', ts) AS d FROM ohlcv ORDER BY d;
 SELECT DISTINCT symbol FROM ohlcv_part;
 SELECT DISTINCT is_priority, currency FROM wide WHERE total > 400;
 SELECT DISTINCT flag FROM pa_trades;
+
+-- hive partitions typed as DuckDB types them (year BIGINT, day DATE, code VARCHAR): the
+-- filters prune directories and give DuckDB's rows
+SELECT year, day, code, count(*) AS n, min(id) AS first_id FROM hive_t GROUP BY year, day, code ORDER BY year, day, code;
+SELECT count(*) FROM hive_t WHERE year = 2024;
+SELECT count(*) FROM hive_t WHERE year < 2024;
+SELECT count(*) FROM hive_t WHERE year >= 2023 AND year <= 2024;
+SELECT count(*) FROM hive_t WHERE year IS NULL;
+SELECT count(*) FROM hive_t WHERE year IS NOT NULL AND NOT (year = 2024);
+SELECT count(*) FROM hive_t WHERE day >= DATE '2024-01-01';
+SELECT count(*) FROM hive_t WHERE day = DATE '2024-01-05';
+SELECT count(*) FROM hive_t WHERE day < '2024-01-06';
+SELECT count(*) FROM hive_t WHERE day IS NULL;
+SELECT count(*) FROM hive_t WHERE code = '007';
+SELECT count(*) FROM hive_t WHERE code = '12';
+SELECT count(*) FROM hive_t WHERE code = 'NULL';
+SELECT count(*) FROM hive_t WHERE code = 'x/y';
+SELECT sum(year) AS s, min(day) AS d, max(day) AS e, min(code) AS c FROM hive_t;
+SELECT year + 1 AS y, day FROM hive_t WHERE id = 60;
+SELECT id, year, day FROM hive_t WHERE year = 2024 AND v > 0.5 ORDER BY id LIMIT 5;
+SELECT count(*) FROM hive_t WHERE day = ' 2024-1-5 ';
+SELECT DATE '2024-1-5' AS d, CAST(' 2024-01-05 ' AS DATE) AS e, CAST('2024/01/05' AS DATE) AS f;
+-- floats as DuckDB compares them: -0.0 = 0.0, NaN = NaN and above +inf, integers below
+-- NaN; pushed down, pruned by statistics and page index, or evaluated in the engine
+SELECT count(*) FROM floats_t WHERE x = 0.0;
+SELECT count(*) FROM floats_t WHERE x = -0.0;
+SELECT count(*) FROM floats_t WHERE x < 1;
+SELECT count(*) FROM floats_t WHERE x <= 0;
+SELECT count(*) FROM floats_t WHERE x > 1;
+SELECT count(*) FROM floats_t WHERE x >= 0;
+SELECT count(*) FROM floats_t WHERE x <> 1.5;
+SELECT count(*) FROM floats_t WHERE NOT (x < 2);
+SELECT count(*) FROM floats_t WHERE x = CAST('NaN' AS DOUBLE);
+SELECT count(*) FROM floats_t WHERE x > CAST('inf' AS DOUBLE);
+SELECT count(*) FROM floats_t WHERE x < CAST('NaN' AS DOUBLE);
+SELECT count(*) FROM floats_t WHERE x >= CAST('-inf' AS DOUBLE);
+SELECT count(*) FROM floats_t WHERE i < CAST('NaN' AS DOUBLE);
+SELECT count(*) FROM floats_t WHERE i >= CAST('NaN' AS DOUBLE);
+SELECT count(*) FROM floats_t WHERE f > 1;
+SELECT count(*) FROM floats_t WHERE f = 0;
+SELECT id FROM floats_t WHERE x BETWEEN -1 AND 1 ORDER BY id;
+SELECT id FROM floats_t WHERE x IN (0.0, 1.5) ORDER BY id;
+SELECT id FROM floats_t WHERE x > 2 OR i = -7 ORDER BY id;
+SELECT x, count(*) AS n FROM floats_t GROUP BY x ORDER BY x;

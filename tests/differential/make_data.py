@@ -3,11 +3,15 @@ DuckDB themselves, with different row-group sizes, codecs, dictionary settings a
 
 Usage: make_data.py DATA_DIR
 Creates DATA_DIR/pa_trades/*.parquet (pyarrow) and DATA_DIR/duck_trades/*.parquet
-(DuckDB). Deterministic: the same rows every time.
+(DuckDB); DATA_DIR/hive_t (hive partitions DuckDB types as BIGINT, DATE and VARCHAR:
+leading zeros, a date without padding, NULL markers, an escape); DATA_DIR/floats_t
+(NaN of both signs, both zeros, the infinities and NULLs, in 3-row row groups with a
+page index, so that pruning meets them). Deterministic: the same rows every time.
 """
 import datetime as dt
 import os
 import random
+import struct
 import sys
 
 import duckdb
@@ -75,6 +79,48 @@ def main() -> None:
         f"COPY (SELECT * FROM src) TO '{duck_dir}/part-0.parquet' "
         "(FORMAT parquet, ROW_GROUP_SIZE 2048, COMPRESSION zstd)"
     )
+    hive(root)
+    floats(root)
+
+
+HIVE_DIRS = [
+    "year=2023/day=2023-12-31/code=007",
+    "year=2024/day=2024-1-5/code=12",
+    "year=2024/day=2024-01-06/code=abc",
+    "year=__HIVE_DEFAULT_PARTITION__/day=2024-02-01/code=x%2Fy",
+    "year=-5/day=NULL/code=NULL",
+]
+
+
+def hive(root: str) -> None:
+    for n, d in enumerate(HIVE_DIRS):
+        path = os.path.join(root, "hive_t", d)
+        os.makedirs(path, exist_ok=True)
+        rng = random.Random(100 + n)
+        ids = list(range(n * 50, n * 50 + 50))
+        table = pa.table({
+            "id": pa.array(ids, pa.int64()),
+            "v": pa.array([round(rng.random(), 3) for _ in ids], pa.float64()),
+        })
+        pq.write_table(table, os.path.join(path, "part-0.parquet"))
+
+
+def floats(root: str) -> None:
+    neg_nan = struct.unpack("<d", struct.pack("<Q", 0xFFF8_0000_0000_0000))[0]
+    nan, inf = float("nan"), float("inf")
+    xs = [nan, -0.0, 0.0, 1.5, inf, -inf, None, 5.0, nan, -2.5, 0.0, 3.0, neg_nan,
+          nan, nan, 2.0, -0.0, -0.0, 1.0, None, -inf]
+    ints = [i - 10 if i % 7 else None for i in range(len(xs))]
+    table = pa.table({
+        "id": pa.array(range(len(xs)), pa.int64()),
+        "x": pa.array(xs, pa.float64()),
+        "f": pa.array(xs, pa.float32()),
+        "i": pa.array(ints, pa.int64()),
+    })
+    os.makedirs(os.path.join(root, "floats_t"), exist_ok=True)
+    pq.write_table(table, os.path.join(root, "floats_t", "part-0.parquet"),
+                   row_group_size=3, write_page_index=True, data_page_size=64,
+                   use_dictionary=False)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@
 //!   casts the float to `DECIMAL(30,15)`, which fails on NaN, infinities and values
 //!   past 10^15, and costs a decimal conversion per row. The decimal side is cast to
 //!   `Float64`; so is a decimal column of a `UNION` whose other inputs give a float.
+//! - Date text (`DATE ' 2024-1-5'`, `CAST('2024/01/05' AS DATE)`, `day = '2024-1-5'`) is
+//!   read by the workspace's one date parser ([`ringscan_values::date::parse_date`], the
+//!   one that types hive directories), which takes DuckDB's forms; Arrow's cast refuses
+//!   spaces, `/` and short years. Text it does not read is left to DataFusion's cast.
 
 use std::sync::Arc;
 
@@ -249,6 +253,36 @@ impl DuckDbSemantics {
                     None => Ok(Transformed::no(Expr::WindowFunction(w))),
                 }
             }
+            Expr::Cast(Cast { expr, field }) if *field.data_type() == DataType::Date32 => {
+                match date_literal(&expr) {
+                    Some(day) => Ok(Transformed::yes(day)),
+                    None => Ok(Transformed::no(Expr::Cast(Cast { expr, field }))),
+                }
+            }
+            Expr::BinaryExpr(BinaryExpr { left, op, right })
+                if matches!(
+                    op,
+                    Operator::Eq
+                        | Operator::NotEq
+                        | Operator::Lt
+                        | Operator::LtEq
+                        | Operator::Gt
+                        | Operator::GtEq
+                        | Operator::IsDistinctFrom
+                        | Operator::IsNotDistinctFrom
+                ) && ((type_of(&left) == Some(DataType::Date32)
+                    && date_literal(&right).is_some())
+                    || (type_of(&right) == Some(DataType::Date32)
+                        && date_literal(&left).is_some())) =>
+            {
+                let left = date_literal(&left).unwrap_or(*left);
+                let right = date_literal(&right).unwrap_or(*right);
+                Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+                    left: Box::new(left),
+                    op,
+                    right: Box::new(right),
+                })))
+            }
             Expr::Cast(Cast { expr, field })
                 if field.data_type().is_integer() && rounds(type_of(&expr)) =>
             {
@@ -429,6 +463,23 @@ fn rounds(t: Option<DataType>) -> bool {
         t,
         Some(DataType::Float32 | DataType::Float64 | DataType::Decimal128(..))
     )
+}
+
+/// A text literal that [`parse_date`](ringscan_values::date::parse_date) reads, as a
+/// `Date32` literal.
+fn date_literal(e: &Expr) -> Option<Expr> {
+    match e {
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
+            _,
+        ) => {
+            let day = ringscan_values::date::parse_date(s)?;
+            Some(Expr::Literal(ScalarValue::Date32(Some(day)), None))
+        }
+        _ => None,
+    }
 }
 
 fn as_double(e: Expr) -> Expr {

@@ -535,28 +535,21 @@ struct RingReader {
 /// groups, joins and sorts `-0.0` as `0.0`; under `total_cmp` they are two values, and
 /// DataFusion's top-k, whose heap orders them so while its own row filter does not,
 /// dropped `-0.0` rows that belonged to the answer (found by
-/// `topk_first_pass_equals_the_whole_sort`). A column without such values is returned
-/// as it is (no copy; one pass to look).
+/// `topk_first_pass_equals_the_whole_sort`). The rule is the workspace's one
+/// ([`ringscan_values::float`]), the one the daemon's filter and pruning compare by. A
+/// column without such values is returned as it is (no copy; one pass to look).
 fn canonical_floats(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float16Type, Float32Type, Float64Type};
     use arrow_schema::DataType;
-    // `v + 0.0` turns `-0.0` into `+0.0` and leaves every other number as it is.
+    use ringscan_values::float::{
+        canonical_f32, canonical_f64, needs_canonical_f32, needs_canonical_f64,
+    };
     match column.data_type() {
         DataType::Float64 => {
             let values = column.as_primitive::<Float64Type>();
-            if values
-                .values()
-                .iter()
-                .any(|v| v.is_sign_negative() && (v.is_nan() || *v == 0.0))
-            {
-                return Arc::new(values.unary::<_, Float64Type>(|v| {
-                    if v.is_nan() {
-                        f64::NAN
-                    } else {
-                        v + 0.0
-                    }
-                }));
+            if values.values().iter().any(|v| needs_canonical_f64(*v)) {
+                return Arc::new(values.unary::<_, Float64Type>(canonical_f64));
             }
         }
         DataType::Float16 => {
@@ -580,18 +573,8 @@ fn canonical_floats(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
         }
         DataType::Float32 => {
             let values = column.as_primitive::<Float32Type>();
-            if values
-                .values()
-                .iter()
-                .any(|v| v.is_sign_negative() && (v.is_nan() || *v == 0.0))
-            {
-                return Arc::new(values.unary::<_, Float32Type>(|v| {
-                    if v.is_nan() {
-                        f32::NAN
-                    } else {
-                        v + 0.0
-                    }
-                }));
+            if values.values().iter().any(|v| needs_canonical_f32(*v)) {
+                return Arc::new(values.unary::<_, Float32Type>(canonical_f32));
             }
         }
         _ => {}

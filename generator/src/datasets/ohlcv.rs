@@ -169,16 +169,7 @@ fn trading_day(d: u64) -> i64 {
 
 /// `YYYY-MM-DD` of a day number (days since 1970-01-01), civil calendar.
 pub(crate) fn format_date(days: i64) -> String {
-    // Howard Hinnant's days_from_civil, inverted.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = ringscan_values::date::civil_from_days(days);
     format!("{year:04}-{month:02}-{day:02}")
 }
 

@@ -1,141 +1,52 @@
 //! Partition pruning: hive-style `key=value` directories between the table root and a file.
 //!
-//! Every row of a file under `symbol=SPY/` has `symbol = 'SPY'`, so the partition values
-//! are a one-value range per column. Values are strings on disk: they compare exactly with
-//! UTF-8 literals; for another literal type the value is parsed as that type, and a value
-//! that does not parse makes the comparison "maybe".
-
-use std::collections::BTreeMap;
+//! Every row of a file under `year=2024/` has `year = 2024`, so the partition values are a
+//! one-value range per column, typed as the table's partition columns are typed
+//! ([`crate::hive`]): they compare with literals of that type under the same rules as
+//! statistics do. A text value compared with a literal of another type is parsed as that
+//! type, and a value that does not parse makes the comparison "maybe".
 
 use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
+use ringscan_values::date::parse_date;
 
 use super::eval::{evaluate, Outcomes, Stats};
 use super::range::{ColumnKind, ColumnRange, Scalar};
 use super::Verdict;
-
-/// The directory name hive writes for a NULL partition value. What an engine makes of it
-/// differs (NULL, or the string itself), so it is treated as unknown.
-pub const HIVE_DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
-
-/// The partition values of one file, from its path relative to the table root.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PartitionValues {
-    /// Column -> decoded value; `None` when unknown (hive's NULL marker, an undecodable
-    /// escape, or the same key twice with different values).
-    values: BTreeMap<String, Option<String>>,
-}
+use crate::hive::PartitionValue;
+pub use crate::hive::{PartitionValues, HIVE_DEFAULT_PARTITION};
 
 impl PartitionValues {
-    /// Parse `symbol=SPY/date=2024-01-02/part-0.parquet` (relative to the table root,
-    /// `/`-separated). The last component is the file and is never a partition; directory
-    /// components without `=` are ignored. Hive's `%XX` escapes are decoded.
-    pub fn from_relative_path(path: &str) -> Self {
-        let mut values: BTreeMap<String, Option<String>> = BTreeMap::new();
-        let mut components: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
-        components.pop();
-        for component in components {
-            let Some((key, value)) = component.split_once('=') else {
-                continue;
-            };
-            let Some(key) = percent_decode(key) else {
-                continue;
-            };
-            let value = if value == HIVE_DEFAULT_PARTITION {
-                None
-            } else {
-                percent_decode(value)
-            };
-            match values.get(&key) {
-                Some(existing) if *existing != value => {
-                    values.insert(key, None);
-                }
-                Some(_) => {}
-                None => {
-                    values.insert(key, value);
-                }
-            }
-        }
-        Self { values }
-    }
-
-    /// The decoded value of `column`, if it is a known partition column.
-    pub fn get(&self, column: &str) -> Option<&str> {
-        self.values.get(column)?.as_deref()
-    }
-
-    /// The partition columns in name order, with their decoded values (`None`: unknown).
-    pub fn iter(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
-        self.values.iter().map(|(k, v)| (k.as_str(), v.as_deref()))
-    }
-
-    /// Whether `column` is a partition column of this file (even with an unknown value).
-    pub fn contains(&self, column: &str) -> bool {
-        self.values.contains_key(column)
-    }
-
     /// Whether the file's rows can match `pred`, judging by partition values only.
     pub fn evaluate(&self, pred: &Predicate) -> Verdict {
         Verdict::from_can_be_true(evaluate(pred, self).can_be_true())
     }
 }
 
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+fn one_value(kind: ColumnKind, scalar: Scalar) -> ColumnRange {
+    ColumnRange {
+        kind,
+        min: Some(scalar.clone()),
+        max: Some(scalar),
+        null_count: Some(0),
+        row_count: None,
+        nan_count: Some(0),
     }
-    String::from_utf8(out).ok()
 }
 
-/// Days since 1970-01-01 for a strict `YYYY-MM-DD`.
-fn parse_date32(s: &str) -> Option<i32> {
-    let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return None;
+/// The one-value range of a typed partition value; `None` when nothing is known.
+fn typed_range(value: &PartitionValue, lit: &Literal) -> Option<ColumnRange> {
+    match value {
+        PartitionValue::Int(v) => Some(one_value(
+            ColumnKind::Int {
+                min: i64::MIN.into(),
+                max: i64::MAX.into(),
+            },
+            Scalar::Int((*v).into()),
+        )),
+        PartitionValue::Date(d) => Some(one_value(ColumnKind::Date32, Scalar::Int((*d).into()))),
+        PartitionValue::Utf8(s) => value_range(s, lit),
+        PartitionValue::Null | PartitionValue::Unknown => None,
     }
-    let digits = |r: std::ops::Range<usize>| -> Option<i64> {
-        let part = s.get(r)?;
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse().ok())?
-    };
-    let (y, m, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let month_days = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&m) || d < 1 || d > month_days[(m - 1) as usize] {
-        return None;
-    }
-    // Howard Hinnant's days_from_civil.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    i32::try_from(era * 146_097 + doe - 719_468).ok()
 }
 
 /// The one-value range of a partition value, typed after the literal it meets.
@@ -161,7 +72,7 @@ fn value_range(value: &str, lit: &Literal) -> Option<ColumnRange> {
             "false" => (ColumnKind::Bool, Scalar::Bool(false)),
             _ => return None,
         },
-        Literal::Date32(_) => (ColumnKind::Date32, Scalar::Int(parse_date32(value)?.into())),
+        Literal::Date32(_) => (ColumnKind::Date32, Scalar::Int(parse_date(value)?.into())),
         Literal::TimestampMicros(_) | Literal::Null => return None,
     };
     let nan_count = match scalar {
@@ -183,16 +94,21 @@ impl Stats for PartitionValues {
         if *lit == Literal::Null {
             return Outcomes::NULL;
         }
-        match self.get(column).and_then(|v| value_range(v, lit)) {
-            Some(range) => range.compare(op, lit),
+        match self.value(column) {
+            Some(PartitionValue::Null) => Outcomes::NULL,
+            Some(value) => match typed_range(value, lit) {
+                Some(range) => range.compare(op, lit),
+                None => Outcomes::ALL,
+            },
             None => Outcomes::ALL,
         }
     }
 
     fn is_null(&self, column: &str) -> Outcomes {
-        match self.get(column) {
+        match self.value(column) {
+            Some(PartitionValue::Null) => Outcomes::TRUE,
+            Some(PartitionValue::Unknown) | None => Outcomes::BOOL,
             Some(_) => Outcomes::FALSE,
-            None => Outcomes::BOOL,
         }
     }
 }
@@ -249,10 +165,54 @@ mod tests {
         let null_marker =
             PartitionValues::from_relative_path("symbol=__HIVE_DEFAULT_PARTITION__/f");
         assert_eq!(null_marker.evaluate(&not_null), Verdict::Maybe);
+        // Hive's marker is NULL (as in DuckDB): no comparison holds for it.
         assert_eq!(
             null_marker.evaluate(&eq("symbol", Literal::Utf8("x".into()))),
-            Verdict::Maybe
+            Verdict::Never
         );
+    }
+
+    /// `WHERE year = 2024` and `WHERE day >= DATE '2024-01-01'` prune the directories of
+    /// other years and earlier days, whatever the text of the directory (`2024-1-5`).
+    #[test]
+    fn typed_partitions_prune_by_value() {
+        use crate::hive::PartitionTypes;
+        let paths = [
+            "year=2023/day=2023-12-31/f.parquet",
+            "year=2024/day=2024-1-5/f.parquet",
+            "year=__HIVE_DEFAULT_PARTITION__/day=NULL/f.parquet",
+        ];
+        let types = PartitionTypes::infer(paths);
+        let files: Vec<PartitionValues> = paths
+            .iter()
+            .map(|p| PartitionValues::typed(p, &types))
+            .collect();
+        let kept = |pred: &Predicate| -> Vec<usize> {
+            (0..files.len())
+                .filter(|&i| files[i].evaluate(pred) == Verdict::Maybe)
+                .collect()
+        };
+        assert_eq!(kept(&eq("year", Literal::Int(2024))), [1]);
+        assert_eq!(
+            kept(&Predicate::compare("year", CmpOp::Lt, Literal::Int(2024))),
+            [0]
+        );
+        let jan1 = ringscan_values::date::parse_date("2024-01-01").unwrap();
+        assert_eq!(
+            kept(&Predicate::compare(
+                "day",
+                CmpOp::GtEq,
+                Literal::Date32(jan1)
+            )),
+            [1]
+        );
+        assert_eq!(kept(&eq("day", Literal::Date32(jan1 + 4))), [1]);
+        let is_null = Predicate::IsNull {
+            expr: Operand::Column("year".into()),
+            negated: false,
+        };
+        assert_eq!(kept(&is_null), [2]);
+        assert_eq!(kept(&Predicate::Not(Box::new(is_null))), [0, 1]);
     }
 
     #[test]
@@ -287,18 +247,6 @@ mod tests {
         );
         let nan = PartitionValues::from_relative_path("f=NaN/x.parquet");
         assert_eq!(nan.evaluate(&eq("f", Literal::Float(1.0))), Verdict::Maybe);
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(parse_date32("1970-01-01"), Some(0));
-        assert_eq!(parse_date32("2024-01-02"), Some(19_724));
-        assert_eq!(parse_date32("1969-12-31"), Some(-1));
-        assert_eq!(parse_date32("2000-02-29"), Some(11_016));
-        assert_eq!(parse_date32("1900-02-29"), None);
-        assert_eq!(parse_date32("2024-13-01"), None);
-        assert_eq!(parse_date32("2024-1-02"), None);
-        assert_eq!(parse_date32("+024-01-02"), None);
     }
 }
 

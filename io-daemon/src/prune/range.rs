@@ -1,8 +1,15 @@
 //! Column ranges: what statistics say about one column over a set of rows, and the
 //! outcomes of `column op literal` over every value such a range admits.
+//!
+//! Floats compare by the workspace's one rule ([`ringscan_values::float`], DuckDB's):
+//! `-0.0 = 0.0`, every NaN equal to every other and above +infinity. Statistics leave
+//! NaNs out of min/max (and parquet 59 reads no NaN counts), so a range of a float column
+//! stands for its min..max *and*, unless a NaN count of zero says otherwise, NaN rows:
+//! a row group whose NaNs the predicate selects is never pruned.
 
 use arrow_schema::TimeUnit;
 use ringscan_ipc::msg::{CmpOp, Literal};
+use ringscan_values::float::cmp_f64;
 
 use super::eval::Outcomes;
 
@@ -61,8 +68,11 @@ pub(crate) fn literal_to_scalar(kind: ColumnKind, lit: &Literal) -> Option<Scala
             };
             (min..=max).contains(&v).then_some(Scalar::Int(v))
         }
-        (ColumnKind::Float64, Literal::Float(f)) if !f.is_nan() => Some(Scalar::Float(*f)),
-        (ColumnKind::Float32, Literal::Float(f)) if !f.is_nan() => {
+        (ColumnKind::Float64 | ColumnKind::Float32, Literal::Float(f)) if f.is_nan() => {
+            Some(Scalar::Float(f64::NAN))
+        }
+        (ColumnKind::Float64, Literal::Float(f)) => Some(Scalar::Float(*f)),
+        (ColumnKind::Float32, Literal::Float(f)) => {
             (f64::from(*f as f32) == *f).then_some(Scalar::Float(*f))
         }
         (ColumnKind::Float64 | ColumnKind::Float32, _) => {
@@ -167,33 +177,27 @@ impl ColumnRange {
             (Some(lo), Some(hi)) => range_outcomes(lo, hi, op, &c).unwrap_or(Outcomes::BOOL),
             _ => Outcomes::BOOL,
         };
-        if is_float && self.nan_count != Some(0) {
-            // A NaN row: under IEEE every comparison but <> is false; under Arrow's total
-            // order NaN sorts above (or, negative NaN, below) every number. Only `=` with a
-            // non-NaN literal is false under both.
-            out = out.union(if op == CmpOp::Eq {
-                Outcomes::FALSE
-            } else {
-                Outcomes::BOOL
-            });
+        if let (true, Scalar::Float(c)) = (is_float, &c) {
+            if self.nan_count != Some(0) {
+                // NaN rows, outside min/max: the one rule says what they make of `op c`.
+                out = out.union(if op.holds(cmp_f64(f64::NAN, *c)) {
+                    Outcomes::TRUE
+                } else {
+                    Outcomes::FALSE
+                });
+            }
         }
         out
     }
 }
 
-/// The orderings `x` vs `c` may have. Zeros of either sign compare as equal (IEEE) or
-/// ordered (total order), so for two zeros every ordering is possible.
+/// The ordering of `x` vs `c`, as a one-hot set.
 fn orderings(x: &Scalar, c: &Scalar) -> Option<[bool; 3]> {
     let ord = match (x, c) {
         (Scalar::Bool(a), Scalar::Bool(b)) => a.cmp(b),
         (Scalar::Int(a), Scalar::Int(b)) => a.cmp(b),
         (Scalar::Bytes(a), Scalar::Bytes(b)) => a.cmp(b),
-        (Scalar::Float(a), Scalar::Float(b)) => {
-            if *a == 0.0 && *b == 0.0 {
-                return Some([true; 3]);
-            }
-            a.partial_cmp(b)?
-        }
+        (Scalar::Float(a), Scalar::Float(b)) => cmp_f64(*a, *b),
         _ => return None,
     };
     let mut set = [false; 3];
@@ -206,7 +210,7 @@ const EQ: usize = 1;
 const GT: usize = 2;
 
 /// Outcomes of `x op c` for non-null `x` with `lo <= x <= hi`; `None` if unusable
-/// (NaN bounds, mismatched types, `lo > hi`).
+/// (NaN bounds, which writers order differently, mismatched types, `lo > hi`).
 fn range_outcomes(lo: &Scalar, hi: &Scalar, op: CmpOp, c: &Scalar) -> Option<Outcomes> {
     let nan = |s: &Scalar| matches!(s, Scalar::Float(f) if f.is_nan());
     if nan(lo) || nan(hi) {
@@ -349,23 +353,80 @@ mod tests {
     #[test]
     fn floats_nan_and_signed_zeros() {
         let gt = |r: &ColumnRange, c: f64| r.compare(CmpOp::Gt, &Literal::Float(c)).can_be_true();
-        // NaN rows are outside min/max: `>` may be true for them unless none exist.
+        let can = |r: &ColumnRange, op: CmpOp, c: f64| r.compare(op, &Literal::Float(c));
+        // NaN rows are outside min/max and above every number: `>` is true for them
+        // unless none exist, `<` and `=` never are.
         assert!(gt(&float_range(1.0, 2.0, None), 5.0));
         assert!(!gt(&float_range(1.0, 2.0, Some(0)), 5.0));
-        assert!(!float_range(1.0, 2.0, None)
-            .compare(CmpOp::Eq, &Literal::Float(5.0))
-            .can_be_true());
-        // NaN bounds and NaN literals are unusable.
+        assert!(!can(&float_range(1.0, 2.0, None), CmpOp::Eq, 5.0).can_be_true());
+        assert!(!can(&float_range(1.0, 2.0, None), CmpOp::Lt, 0.5).can_be_true());
+        assert_eq!(
+            can(&float_range(1.0, 2.0, None), CmpOp::NotEq, 5.0),
+            Outcomes::TRUE
+        );
+        // NaN literals: every number is below NaN, NaN rows equal it.
+        let nan = f64::NAN;
+        assert_eq!(
+            can(&float_range(1.0, 2.0, Some(0)), CmpOp::Lt, nan),
+            Outcomes::TRUE
+        );
+        assert!(!can(&float_range(1.0, 2.0, Some(0)), CmpOp::Eq, nan).can_be_true());
+        assert!(can(&float_range(1.0, 2.0, None), CmpOp::Eq, nan).can_be_true());
+        assert!(!can(&float_range(1.0, 2.0, None), CmpOp::Gt, nan).can_be_true());
+        // NaN bounds are unusable.
         assert!(gt(&float_range(f64::NAN, 2.0, Some(0)), 5.0));
-        assert!(float_range(1.0, 2.0, Some(0))
-            .compare(CmpOp::Eq, &Literal::Float(f64::NAN))
-            .can_be_true());
-        // -0.0 and +0.0: equal under IEEE, ordered under total order.
-        let zero = float_range(0.0, 0.0, Some(0));
-        assert!(zero.compare(CmpOp::Lt, &Literal::Float(0.0)).can_be_true());
-        assert!(zero.compare(CmpOp::Gt, &Literal::Float(-0.0)).can_be_true());
-        assert!(zero.compare(CmpOp::Eq, &Literal::Float(-0.0)).can_be_true());
-        assert!(!zero.compare(CmpOp::Gt, &Literal::Float(1.0)).can_be_true());
+        // -0.0 and +0.0 are one value.
+        let zero = float_range(-0.0, 0.0, Some(0));
+        assert_eq!(can(&zero, CmpOp::Lt, 0.0), Outcomes::FALSE);
+        assert_eq!(can(&zero, CmpOp::Gt, -0.0), Outcomes::FALSE);
+        assert_eq!(can(&zero, CmpOp::Eq, -0.0), Outcomes::TRUE);
+        assert!(!can(&zero, CmpOp::Gt, 1.0).can_be_true());
+    }
+
+    fn special_float() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(f64::NAN),
+            Just(f64::from_bits(f64::NAN.to_bits() | (1 << 63))),
+            Just(0.0),
+            Just(-0.0),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(2.5),
+            (-3i32..4).prop_map(f64::from),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Statistics as Parquet writers make them (NaN left out of min/max, no NaN
+        /// count, `-0.0` the minimum of a zero and `+0.0` the maximum) never prune a row
+        /// group holding a row the predicate selects under the one rule, and say FALSE
+        /// only when no row is TRUE.
+        #[test]
+        fn float_ranges_never_prune_a_selected_row(
+            values in proptest::collection::vec(special_float(), 1..12),
+            lit in special_float(),
+            op in proptest::sample::select(OPS.to_vec()),
+        ) {
+            let numbers: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
+            let bound = |pick: fn(f64, f64) -> bool, zero: f64| {
+                let v = numbers.iter().copied().reduce(|a, b| if pick(b, a) { b } else { a })?;
+                Some(Scalar::Float(if v == 0.0 { zero } else { v }))
+            };
+            let range = ColumnRange {
+                kind: ColumnKind::Float64,
+                min: bound(|b, a| b < a, -0.0),
+                max: bound(|b, a| b > a, 0.0),
+                null_count: Some(0),
+                row_count: Some(values.len() as u64),
+                nan_count: None,
+            };
+            let got = range.compare(op, &Literal::Float(lit));
+            for v in &values {
+                let want = single(op.holds(ringscan_values::float::cmp_f64(*v, lit)));
+                proptest::prop_assert!(got.has(want), "{:?} {:?} {} -> {:?}", values, op, lit, got);
+            }
+        }
     }
 
     #[test]

@@ -3,13 +3,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
+use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::ScanError;
 use crate::prune::PartitionValues;
 
-/// `batch` with the partition columns `names` appended as constant Utf8 columns.
+/// `batch` with the partition columns `names` appended as constant columns of their
+/// types (NULL where the value is NULL or unknown).
 pub(crate) fn with_partitions(
     batch: &RecordBatch,
     partitions: &PartitionValues,
@@ -28,11 +29,11 @@ pub(crate) fn with_partitions(
         .collect();
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     for name in names {
-        fields.push(Field::new(name.as_str(), DataType::Utf8, true));
-        columns.push(match partitions.get(name) {
-            Some(v) => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(v, n))),
-            None => new_null_array(&DataType::Utf8, n),
-        });
+        let column = partitions
+            .column(name, n)
+            .unwrap_or_else(|| new_null_array(&DataType::Utf8, n));
+        fields.push(Field::new(name.as_str(), column.data_type().clone(), true));
+        columns.push(column);
     }
     RecordBatch::try_new_with_options(
         Arc::new(Schema::new(fields)),

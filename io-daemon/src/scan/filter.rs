@@ -4,12 +4,11 @@
 //! Comparisons are `column op literal` (either side), or `column op column` of one type.
 //! The literal is converted to the column's type; when it is not a value of that type
 //! (`int_col < 2.5`, `int8_col = 300`) the comparison is rewritten exactly
-//! (`int_col <= 2`, FALSE) rather than by casting the column. Floats compare as DuckDB
-//! compares them: `-0.0 = +0.0`, and every NaN equal to every other and above +infinity.
-//! That is Arrow's total order (what the kernels use) once both zeros are made `+0.0` and
-//! every NaN the positive one: the total order alone puts `-0.0` below `+0.0`, and a
-//! negative NaN (which x86 arithmetic makes) below -infinity, while the executor's sort
-//! and DuckDB rank every NaN above +infinity.
+//! (`int_col <= 2`, FALSE) rather than by casting the column. Floats compare by the
+//! workspace's one rule ([`ringscan_values::float`], DuckDB's): `-0.0 = +0.0`, every NaN
+//! equal to every other and above +infinity, so above every integer too
+//! (`int_col < NaN` is TRUE). That is Arrow's total order (what the kernels use) on
+//! values made [`canonical_f64`] first.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +27,7 @@ use arrow_array::{
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::{ArrowError, DataType, TimeUnit};
 use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+use ringscan_values::float::{canonical_f64, needs_canonical_f64};
 
 use super::ScanError;
 
@@ -77,8 +77,9 @@ fn kernel(op: CmpOp) -> Kernel {
 fn int_cmp(op: CmpOp, num: Num, lo: i128, hi: i128) -> IntCmp {
     let (floor, ceil) = match num {
         Num::Ratio(n, d) => (n.div_euclid(d), -(-n).div_euclid(d)),
-        // NaN is unordered with every integer: only `<>` holds.
-        Num::Float(f) if f.is_nan() => return IntCmp::Const(op == CmpOp::NotEq),
+        // NaN is above every integer and equal to none: for an integer column it is
+        // +infinity (`ringscan_values::float::cmp_int_f64`).
+        Num::Float(f) if f.is_nan() => return int_cmp(op, Num::Float(f64::INFINITY), lo, hi),
         // `as` saturates, which keeps huge values and infinities outside `lo..=hi`.
         Num::Float(f) => (f.floor() as i128, f.ceil() as i128),
     };
@@ -470,23 +471,15 @@ fn to_i64(column: &ArrayRef) -> Int64Array {
     }
 }
 
-/// `v` as DuckDB compares it in Arrow's total order: `-0.0` made `+0.0`, every NaN the
-/// positive one (see the module docs).
+/// `v` as DuckDB compares it in Arrow's total order (see the module docs).
 fn duckdb_float(v: f64) -> f64 {
-    if v.is_nan() {
-        f64::NAN
-    } else if v == 0.0 {
-        0.0
-    } else {
-        v
-    }
+    canonical_f64(v)
 }
 
-/// `col` with [`duckdb_float`] applied; no copy when it has no `-0.0` and no negative NaN.
+/// `col` with [`canonical_f64`] applied; no copy when it has no `-0.0` and no negative NaN.
 fn duckdb_floats(col: Float64Array) -> Float64Array {
-    let differs = |v: &f64| v.is_sign_negative() && (v.is_nan() || *v == 0.0);
-    if col.values().iter().any(differs) {
-        col.unary(duckdb_float)
+    if col.values().iter().any(|v| needs_canonical_f64(*v)) {
+        col.unary(canonical_f64)
     } else {
         col
     }
@@ -527,6 +520,141 @@ mod tests {
             int_cmp(CmpOp::NotEq, Num::Float(f64::NAN), lo, hi),
             IntCmp::Const(true)
         );
+    }
+
+    fn int_batch() -> RecordBatch {
+        let x: ArrayRef = Arc::new(Int64Array::from(vec![
+            Some(i64::MIN),
+            Some(-1),
+            Some(0),
+            Some(7),
+            Some(i64::MAX),
+            None,
+        ]));
+        RecordBatch::try_from_iter([("x", x)]).unwrap()
+    }
+
+    /// DuckDB: `SELECT x < 'NaN'::DOUBLE` is TRUE for every integer (NaN is the greatest
+    /// double), and the engine (Arrow's kernels on the cast column) says the same; the
+    /// daemon said FALSE ("NaN is unordered"), so a pushed-down `int_col < NaN` lost
+    /// every row.
+    #[test]
+    fn int_less_than_nan_agrees_between_daemon_and_engine() {
+        let batch = int_batch();
+        let engine = |op: CmpOp| -> BooleanArray {
+            // What DataFusion runs for `CAST(x AS DOUBLE) op NaN`.
+            let x = arrow_cast::cast(batch.column(0), &DataType::Float64).unwrap();
+            let nan = Scalar::new(Float64Array::from(vec![f64::NAN]));
+            kernel(op)(&x, &nan).unwrap()
+        };
+        for op in [
+            CmpOp::Eq,
+            CmpOp::NotEq,
+            CmpOp::Lt,
+            CmpOp::LtEq,
+            CmpOp::Gt,
+            CmpOp::GtEq,
+        ] {
+            let daemon = evaluate(
+                &Predicate::compare("x", op, Literal::Float(f64::NAN)),
+                &batch,
+                Path::new("t"),
+            )
+            .unwrap();
+            assert_eq!(daemon, engine(op), "x {op:?} NaN");
+        }
+        let lt = evaluate(
+            &Predicate::compare("x", CmpOp::Lt, Literal::Float(f64::NAN)),
+            &batch,
+            Path::new("t"),
+        )
+        .unwrap();
+        assert_eq!(
+            lt,
+            BooleanArray::from(vec![
+                Some(true),
+                Some(true),
+                Some(true),
+                Some(true),
+                Some(true),
+                None
+            ])
+        );
+    }
+
+    fn special_float() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(f64::NAN),
+            Just(f64::from_bits(f64::NAN.to_bits() | (1 << 63))),
+            Just(0.0),
+            Just(-0.0),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(2.5),
+            Just(-2.5),
+            (-3i32..4).prop_map(f64::from),
+        ]
+    }
+
+    fn any_op() -> impl proptest::strategy::Strategy<Value = CmpOp> {
+        proptest::sample::select(vec![
+            CmpOp::Eq,
+            CmpOp::NotEq,
+            CmpOp::Lt,
+            CmpOp::LtEq,
+            CmpOp::Gt,
+            CmpOp::GtEq,
+        ])
+    }
+
+    proptest::proptest! {
+        /// The daemon's row filter on float and integer columns, with NaN (of either
+        /// sign), both zeros, the infinities and NULLs, against a naive row-by-row
+        /// reference of the workspace's one rule (`ringscan_values::float`, DuckDB's),
+        /// plain and negated, with the literal on either side.
+        #[test]
+        fn float_filters_follow_the_one_comparison_rule(
+            floats in proptest::collection::vec(proptest::option::of(special_float()), 1..24),
+            ints in proptest::collection::vec(proptest::option::of(-3i64..4), 1..24),
+            lit in special_float(),
+            op in any_op(),
+            narrow in proptest::bool::ANY,
+            flipped in proptest::bool::ANY,
+            negated in proptest::bool::ANY,
+        ) {
+            use ringscan_values::float::{cmp_f64, cmp_int_f64};
+            let x: ArrayRef = if narrow {
+                Arc::new(arrow_array::Float32Array::from(
+                    floats.iter().map(|v| v.map(|v| v as f32)).collect::<Vec<_>>(),
+                ))
+            } else {
+                Arc::new(Float64Array::from(floats.clone()))
+            };
+            let i: ArrayRef = Arc::new(Int64Array::from(ints.clone()));
+            for (column, want) in [
+                ("x", floats.iter().map(|v| v.map(|v| op.holds(cmp_f64(v, lit)))).collect::<Vec<_>>()),
+                ("i", ints.iter().map(|v| v.map(|v| op.holds(cmp_int_f64(v.into(), lit)))).collect()),
+            ] {
+                let batch = RecordBatch::try_from_iter([(column, if column == "x" { Arc::clone(&x) } else { Arc::clone(&i) })]).unwrap();
+                let mut pred = if flipped {
+                    Predicate::Compare {
+                        left: Operand::Literal(Literal::Float(lit)),
+                        op: op.flipped(),
+                        right: Operand::Column(column.into()),
+                    }
+                } else {
+                    Predicate::compare(column, op, Literal::Float(lit))
+                };
+                let mut want = want;
+                if negated {
+                    pred = Predicate::Not(Box::new(pred));
+                    want = want.into_iter().map(|v| v.map(|b| !b)).collect();
+                }
+                let got = evaluate(&pred, &batch, Path::new("t")).unwrap();
+                proptest::prop_assert_eq!(got, BooleanArray::from(want), "{:?}", pred);
+            }
+        }
     }
 
     /// `x IN (list)` as an OR of `x = value`, the path short lists take.

@@ -58,6 +58,7 @@ pub use error::ScanError;
 pub use page_index::{IndexKind, MAX_PAGE_INDEX_BYTES};
 pub use source::{ByteRangeSource, IoMode, LocalFile, MappedFile};
 
+use crate::hive::PartitionTypes;
 use crate::prune::{FilePruner, Verdict};
 use plan::RgTask;
 use task::{Exec, TaskOutput};
@@ -123,6 +124,9 @@ pub struct ScanSpec<'a> {
     pub cancel: Option<&'a AtomicBool>,
     /// How local files are read.
     pub io: IoMode,
+    /// The types of the hive partition columns (the table's, from
+    /// [`table::resolve`](crate::table::resolve)); `None`: inferred from `files`.
+    pub partition_types: Option<&'a PartitionTypes>,
 }
 
 impl<'a> ScanSpec<'a> {
@@ -154,6 +158,7 @@ impl<'a> ScanSpec<'a> {
             dynamic_filter: None,
             cancel: None,
             io: IoMode::default(),
+            partition_types: None,
         }
     }
 
@@ -230,6 +235,26 @@ impl<'a> ScanSpec<'a> {
         self.io = io;
         self
     }
+
+    /// Sets [`partition_types`](Self::partition_types).
+    pub fn with_partition_types(mut self, types: Option<&'a PartitionTypes>) -> Self {
+        self.partition_types = types;
+        self
+    }
+}
+
+/// The partition types of `files` (relative to `root`, or absolute below it).
+pub fn infer_partition_types(root: &Path, files: &[PathBuf]) -> PartitionTypes {
+    // As planning reads them: a file outside `root` has no partition values.
+    let texts: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let full = root.join(f);
+            let rel = full.strip_prefix(root).ok()?;
+            Some(rel.to_string_lossy().replace('\\', "/"))
+        })
+        .collect();
+    PartitionTypes::infer(texts.iter().map(String::as_str))
 }
 
 /// A batch sink: `Ok(true)` for more, `Ok(false)` to stop the scan (not an error).
@@ -288,6 +313,14 @@ pub fn scan_files(
     let start = Instant::now();
     let mut summary = ScanSummary::default();
     let stop = AtomicBool::new(false);
+    let inferred;
+    let partition_types = match spec.partition_types {
+        Some(types) => types,
+        None => {
+            inferred = infer_partition_types(spec.table_root, spec.files);
+            &inferred
+        }
+    };
     let exec = Exec {
         predicate: spec.predicate,
         batch_size: spec.batch_size.max(1),
@@ -324,6 +357,7 @@ pub fn scan_files(
         };
         let mut coordinator = Coordinator {
             spec,
+            partition_types,
             stop: &stop,
             cache,
             summary: &mut summary,
@@ -359,6 +393,8 @@ pub fn scan_files(
 
 struct Coordinator<'s, 'c> {
     spec: &'c ScanSpec<'s>,
+    /// The partition columns' types, agreed over every file of the scan.
+    partition_types: &'c PartitionTypes,
     /// The workers' stop flag (see [`Exec`]).
     stop: &'c AtomicBool,
     cache: &'c MetadataCache,
@@ -686,7 +722,13 @@ impl Coordinator<'_, '_> {
                 return None;
             };
             let path = self.spec.table_root.join(path);
-            match plan::plan_file(self.spec, &path, self.cache, self.summary) {
+            match plan::plan_file(
+                self.spec,
+                self.partition_types,
+                &path,
+                self.cache,
+                self.summary,
+            ) {
                 Ok(tasks) => self.planned.extend(tasks),
                 Err(e) => {
                     self.pending.insert(self.next_seq, e);

@@ -17,6 +17,7 @@ use ringscan_ipc::msg::{Predicate, ScanSummary};
 use super::page_index::{IndexKey, IndexKind, IndexLoad, SparsePageIndex};
 use super::source::{ByteRangeSource, IoMode, IoStats, LocalFile, MappedFile, Prefetched};
 use super::{guard_panic, micros, MetadataCache, ScanError, ScanSpec};
+use crate::hive::PartitionTypes;
 use crate::prune::{FilePruner, PartitionValues, Verdict};
 
 /// What every row-group task of one file shares.
@@ -66,18 +67,20 @@ pub(crate) struct RgTask {
 /// Plan `path`: `None` when partition values prune the whole file.
 pub(crate) fn plan_file(
     spec: &ScanSpec<'_>,
+    partition_types: &PartitionTypes,
     path: &Path,
     cache: &MetadataCache,
     summary: &mut ScanSummary,
 ) -> Result<Vec<RgTask>, ScanError> {
     let plan_start = Instant::now();
-    let result = plan_inner(spec, path, cache, summary);
+    let result = plan_inner(spec, partition_types, path, cache, summary);
     summary.timings.plan_us += micros(plan_start);
     result
 }
 
 fn plan_inner(
     spec: &ScanSpec<'_>,
+    partition_types: &PartitionTypes,
     path: &Path,
     cache: &MetadataCache,
     summary: &mut ScanSummary,
@@ -86,7 +89,9 @@ fn plan_inner(
     let partitions = path
         .strip_prefix(spec.table_root)
         .ok()
-        .map(|rel| PartitionValues::from_relative_path(&rel.to_string_lossy().replace('\\', "/")))
+        .map(|rel| {
+            PartitionValues::typed(&rel.to_string_lossy().replace('\\', "/"), partition_types)
+        })
         .unwrap_or_default();
     if let Some(pred) = spec.predicate {
         if partitions.evaluate(pred) == Verdict::Never {

@@ -483,7 +483,8 @@ fn run_scan(
         .with_prefetch(
             crate::scan::DEFAULT_PREFETCH_ROW_GROUPS,
             usize::try_from(memory_bytes).unwrap_or(usize::MAX),
-        );
+        )
+        .with_partition_types(Some(&prepared.table.partition_types));
     // Counters of this thread and the scan's worker threads (spawned after the open, so
     // they inherit them; they exit before the scan returns, which folds their counts in).
     let mut counters = Counters::open(CounterScope::Process);
