@@ -4,7 +4,9 @@
 //! - [`engine::SqlSession`]: one client's session on a data directory, with a plan
 //!   cache keyed by SQL text (`$n` parameters bound per execution) and a result cache
 //!   keyed by plan and data version;
-//! - [`format`]: results as an aligned table, CSV or JSON lines, as DuckDB prints them.
+//! - [`format`]: results as an aligned table, CSV or JSON lines, as DuckDB prints them;
+//! - [`zone`]: the session time zone that `TIMESTAMPTZ` values are seen in (DuckDB's
+//!   `SET TimeZone`).
 #![forbid(unsafe_code)]
 
 mod cache;
@@ -13,6 +15,7 @@ pub mod format;
 mod result;
 mod result_cache;
 mod temporal;
+pub mod zone;
 
 pub use cache::{ByteLru, CacheStats};
 pub use result::{owned_copy, QueryOutcome, QueryResult};
