@@ -1,7 +1,9 @@
 //! Output formats for a [`QueryResult`]: an aligned `table`, `csv` and JSON lines.
 //!
-//! Values print as DuckDB prints them: timestamps `2024-01-02 09:30:00[.ffffff]` (with
-//! `+00` when the type has a time zone; values are UTC), dates `YYYY-MM-DD`, booleans
+//! Values print as DuckDB prints them: timestamps `2024-01-02 09:30:00[.ffffff]`;
+//! instants (a time zone in the type) in that zone with the offset in force,
+//! `2024-03-31 03:30:00+02` (the engine puts results in the session zone), dates
+//! `YYYY-MM-DD`, booleans
 //! `true`/`false`, doubles in their shortest round-trip form with DuckDB's exponent
 //! style (`0.1`, `100.0`, `1e+20`, `nan`, `inf`).
 //!
@@ -133,11 +135,11 @@ pub(crate) fn cell(a: &dyn Array, i: usize) -> Option<String> {
                     .value(i)
                     .div_euclid(1000),
             };
-            let s = crate::temporal::format_timestamp(v);
-            if tz.is_some() {
-                format!("{s}+00")
-            } else {
-                s
+            match tz.as_deref().map(crate::zone::parse_time_zone) {
+                Some(Ok(zone)) => crate::zone::format_instant(v, &zone),
+                // Arrow accepts any text as a zone; one it cannot read prints as UTC.
+                Some(Err(_)) => format!("{}+00", crate::temporal::format_timestamp(v)),
+                None => crate::temporal::format_timestamp(v),
             }
         }
         DataType::Interval(IntervalUnit::MonthDayNano) => {
@@ -399,5 +401,20 @@ mod tests {
         );
         assert!(lines[4].contains("| NULL | 1e+20 |"), "{text}");
         assert_eq!(*lines.last().unwrap(), "(3 rows)");
+    }
+
+    /// Regression (issue 17, item 8): every instant printed `+00` whatever its zone.
+    #[test]
+    fn instants_print_in_their_zone_with_its_offset() {
+        let t = 1_711_848_600_000_000i64; // 2024-03-31 01:30:00 UTC
+        let cell_in = |zone: &str| {
+            let a = TimestampMicrosecondArray::from(vec![t]).with_timezone(zone);
+            cell_text(&a, 0)
+        };
+        assert_eq!(cell_in("Europe/Berlin"), "2024-03-31 03:30:00+02");
+        assert_eq!(cell_in("Asia/Kolkata"), "2024-03-31 07:00:00+05:30");
+        assert_eq!(cell_in("America/New_York"), "2024-03-30 21:30:00-04");
+        assert_eq!(cell_in("+00:00"), "2024-03-31 01:30:00+00");
+        assert_eq!(cell_in("UTC"), "2024-03-31 01:30:00+00");
     }
 }

@@ -4,7 +4,9 @@
 //! - [`engine::SqlSession`]: one client's session on a data directory, with a plan
 //!   cache keyed by SQL text (`$n` parameters bound per execution) and a result cache
 //!   keyed by plan and data version;
-//! - [`format`]: results as an aligned table, CSV or JSON lines, as DuckDB prints them.
+//! - [`format`]: results as an aligned table, CSV or JSON lines, as DuckDB prints them;
+//! - [`zone`]: the session time zone that `TIMESTAMPTZ` values are seen in (DuckDB's
+//!   `SET TimeZone`).
 #![forbid(unsafe_code)]
 
 pub mod engine;
@@ -12,6 +14,7 @@ pub mod format;
 mod result;
 mod result_cache;
 mod temporal;
+pub mod zone;
 
 pub use result::{owned_copy, QueryOutcome, QueryResult};
 pub use result_cache::{DataVersion, ResultCache, ResultKey};

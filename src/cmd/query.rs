@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use ringscan_executor::engine::{EngineOptions, SqlSession};
+use ringscan_executor::engine::{split_statements, EngineOptions, SqlSession};
 use ringscan_executor::format::{write_csv, write_json, write_table};
 use ringscan_executor::{QueryOutcome, QueryResult};
 use ringscan_ipc::msg::ScanSummary;
@@ -38,6 +38,8 @@ pub(crate) enum Format {
 #[derive(Debug, Args)]
 pub(crate) struct QueryArgs {
     /// The query: `SELECT ... FROM table|'path/glob' ...` (or `EXPLAIN SELECT ...`).
+    /// Statements before the last (`SET TimeZone = 'Europe/Berlin'; SELECT ...`) run
+    /// first, for their effect; the last one's rows are printed.
     sql: String,
     /// Data directory [default: $RINGSCAN_DATA, else ./ringscan-data].
     #[arg(long)]
@@ -72,6 +74,11 @@ pub(crate) struct QueryArgs {
     /// [default: half the machine's memory].
     #[arg(long, value_parser = clap::value_parser!(u64).range(16..))]
     memory_limit_mib: Option<u64>,
+    /// The session time zone that TIMESTAMPTZ values print, truncate and split in (an
+    /// IANA name such as Europe/Berlin, or an offset such as +05:30; `SET TimeZone`
+    /// in the SQL changes it) [default: $RINGSCAN_TIME_ZONE, else UTC].
+    #[arg(long)]
+    time_zone: Option<String>,
 }
 
 /// Latency percentiles over the repeats, microseconds.
@@ -119,6 +126,14 @@ fn daemon_exe(data: &Path) -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("cannot find the ringscan executable")
 }
 
+/// The session zone asked for: `--time-zone`, else `$RINGSCAN_TIME_ZONE` (an empty
+/// value counts as unset); `None`: the engine's default (UTC).
+fn time_zone(flag: Option<&str>) -> Option<String> {
+    flag.map(str::to_owned)
+        .or_else(|| std::env::var("RINGSCAN_TIME_ZONE").ok())
+        .filter(|z| !z.trim().is_empty())
+}
+
 pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     let data = data_dir(args.data.as_deref());
     let recorder = start_recording("query", std::env::args().skip(2).collect());
@@ -130,19 +145,30 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     if let Some(mib) = args.memory_limit_mib {
         options.memory_limit_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
     }
+    if let Some(zone) = time_zone(args.time_zone.as_deref()) {
+        ringscan_executor::zone::parse_time_zone(&zone)?;
+        options.time_zone = zone;
+    }
+    let statements = split_statements(&args.sql)?;
+    let Some((sql, setup)) = statements.split_last() else {
+        bail!("no SQL statement was given");
+    };
     let mut session = open_sql_session(&data, &options)?;
+    for statement in setup {
+        drop(session.query(statement, false)?);
+    }
     if args.explain {
-        println!("{}", session.explain(&args.sql)?);
+        println!("{}", session.explain(sql)?);
         return Ok(std::process::ExitCode::SUCCESS);
     }
     for _ in 0..args.warmup {
-        drop(session.query(&args.sql, !args.no_cache)?);
+        drop(session.query(sql, !args.no_cache)?);
     }
     let mut latencies_us = Vec::with_capacity(args.repeat as usize);
     let mut first: Option<QueryOutcome> = None;
     let mut last: Option<QueryOutcome> = None;
     for _ in 0..args.repeat {
-        let outcome = session.query(&args.sql, !args.no_cache)?;
+        let outcome = session.query(sql, !args.no_cache)?;
         latencies_us.push(outcome.total_us);
         if first.is_none() {
             let mut outcome = outcome;

@@ -153,8 +153,13 @@ pub(crate) fn exact_literal(column_type: &DataType, v: &ScalarValue) -> Option<L
             }
             _ => None,
         },
+        // An instant against an instant column compares instants, whatever zones their
+        // types name (the daemon compares the stored UTC values); a naive timestamp
+        // only against a naive column.
         ScalarValue::TimestampMicrosecond(Some(t), tz) => match column_type {
-            D::Timestamp(TimeUnit::Microsecond, column_tz) if column_tz == tz => {
+            D::Timestamp(TimeUnit::Microsecond, column_tz)
+                if column_tz.is_some() == tz.is_some() =>
+            {
                 Some(Literal::TimestampMicros(*t))
             }
             _ => None,

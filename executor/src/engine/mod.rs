@@ -9,6 +9,10 @@
 //!   and limits go to the daemon; footer statistics answer `count`/`min`/`max` and order
 //!   joins.
 //! - [`rules`] keeps DuckDB's results where DataFusion's would differ.
+//! - The session time zone (`SET TimeZone`, [`EngineOptions::time_zone`]): tables show
+//!   their instants in it, results print in it, and local times (dates, `TIMESTAMP`s,
+//!   strings) made instants are read in it as DuckDB reads them ([`local_time`]); see
+//!   [`crate::zone`].
 //! - A result cache keyed by the optimized plan and the data version of every table
 //!   it reads answers repeated queries until a file changes.
 //! - Joins and sorts run under a memory pool ([`EngineOptions::memory_limit_bytes`]) and
@@ -18,6 +22,7 @@ mod catalog;
 mod daemon;
 mod decimal_avg;
 mod filter;
+mod local_time;
 mod rules;
 mod scan;
 mod table;
@@ -134,6 +139,12 @@ pub struct EngineOptions {
     pub memory_limit_bytes: usize,
     /// Threads that execute plans (and DataFusion's target partitions).
     pub threads: usize,
+    /// The session time zone that `TIMESTAMPTZ` values are shown and taken apart in
+    /// (`date_trunc`, `date_part`, casts to `DATE`), until a `SET TimeZone` changes it:
+    /// an IANA name or an offset ([`crate::zone::parse_time_zone`]). DuckDB starts in
+    /// the machine's zone; ringscan starts in UTC unless told, so that answers do not
+    /// depend on where they are computed.
+    pub time_zone: String,
 }
 
 impl Default for EngineOptions {
@@ -146,6 +157,7 @@ impl Default for EngineOptions {
             use_statistics: true,
             memory_limit_bytes: default_memory_limit_bytes(),
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            time_zone: "UTC".into(),
         }
     }
 }
@@ -164,12 +176,15 @@ pub fn default_memory_limit_bytes() -> usize {
 
 mod daemon_settings {
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError};
 
     /// Scan settings a session can change between queries.
     #[derive(Debug)]
     pub struct ScanSettings {
         pub(crate) ring_capacity_bytes: usize,
         use_statistics: AtomicBool,
+        /// The session time zone: tables show their instant columns in it.
+        time_zone: Mutex<Arc<str>>,
     }
 
     impl ScanSettings {
@@ -177,7 +192,17 @@ mod daemon_settings {
             Self {
                 ring_capacity_bytes,
                 use_statistics: AtomicBool::new(use_statistics),
+                time_zone: Mutex::new("UTC".into()),
             }
+        }
+
+        /// The session time zone, checked ([`crate::zone::parse_time_zone`]).
+        pub fn time_zone(&self) -> Arc<str> {
+            Arc::clone(&self.time_zone.lock().unwrap_or_else(PoisonError::into_inner))
+        }
+
+        pub(crate) fn set_time_zone(&self, zone: &str) {
+            *self.time_zone.lock().unwrap_or_else(PoisonError::into_inner) = zone.into();
         }
 
         /// Whether footer statistics are reported to the planner.
@@ -200,6 +225,8 @@ pub struct SqlSession {
     runtime: tokio::runtime::Runtime,
     plans: ByteLru<String, Arc<CachedPlan>>,
     results: ResultCache,
+    /// The zone the session started in, where `RESET TimeZone` goes back to.
+    default_time_zone: Arc<str>,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -236,6 +263,52 @@ impl CachedPlan {
     }
 }
 
+/// The statements of `sql` (separated by `;` outside strings, quoted names and
+/// comments), each as written, empty ones left out: `SET TimeZone = 'Europe/Berlin';
+/// SELECT ...` is two.
+pub fn split_statements(sql: &str) -> Result<Vec<&str>, EngineError> {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Location, Token, Tokenizer};
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|e| EngineError::Query(DataFusionError::SQL(Box::new(e.into()), None)))?;
+    // Locations count lines and characters from 1.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let byte_at = |at: Location| -> usize {
+        let line = usize::try_from(at.line).unwrap_or(usize::MAX).max(1);
+        let start = line_starts.get(line - 1).copied().unwrap_or(sql.len());
+        let column = usize::try_from(at.column).unwrap_or(usize::MAX).max(1) - 1;
+        sql[start..]
+            .char_indices()
+            .nth(column)
+            .map_or(sql.len(), |(i, _)| start + i)
+    };
+    let mut statements = Vec::new();
+    let mut from = 0;
+    // Whether the statement so far has more than whitespace and comments.
+    let mut content = false;
+    for t in &tokens {
+        match t.token {
+            Token::SemiColon => {
+                let at = byte_at(t.span.start);
+                if content {
+                    statements.push(sql[from..at].trim());
+                }
+                from = (at + 1).min(sql.len());
+                content = false;
+            }
+            Token::Whitespace(_) | Token::EOF => {}
+            _ => content = true,
+        }
+    }
+    if content {
+        statements.push(sql[from..].trim());
+    }
+    Ok(statements)
+}
+
 /// What a statement does to the session's planning state.
 fn statement_kind(sql: &str) -> (bool, bool) {
     let head: String = sql
@@ -263,6 +336,9 @@ impl SqlSession {
             options.ring_capacity_bytes,
             options.use_statistics,
         ));
+        crate::zone::parse_time_zone(&options.time_zone)
+            .map_err(|e| EngineError::Query(DataFusionError::External(Box::new(e))))?;
+        settings.set_time_zone(options.time_zone.trim());
         let threads = options.threads.max(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
@@ -280,7 +356,9 @@ impl SqlSession {
             // DuckDB puts NULLs last in either direction (PostgreSQL: first when
             // descending).
             .set_str("datafusion.sql_parser.default_null_ordering", "nulls_last");
-        config.options_mut().execution.time_zone = Some("UTC".into());
+        // TIMESTAMPTZ literals and casts take the session zone; tables show their
+        // instants in it (DaemonTable), and results print in it.
+        config.options_mut().execution.time_zone = Some(options.time_zone.trim().into());
         // Hash joins: a build side of up to 500,000 rows is collected once (the probe
         // side is not hash-repartitioned, a copy of every probe row), and its keys up
         // to 4,096 go to the probe scan as a list that the daemon filters rows with.
@@ -306,6 +384,7 @@ impl SqlSession {
                 Arc::new(ResolveGroupingFunction::new()),
                 Arc::new(rules::DuckDbSemantics::default()),
                 Arc::new(TypeCoercion::new()),
+                Arc::new(local_time::LocalTimes),
             ])
             .with_physical_optimizer_rule(Arc::new(scan::OffsetToDaemon))
             .with_physical_optimizer_rule(Arc::new(scan::DistinctToDaemon))
@@ -329,7 +408,48 @@ impl SqlSession {
             runtime,
             plans: ByteLru::new(options.plan_cache_bytes),
             results: ResultCache::new(options.result_cache_bytes),
+            default_time_zone: options.time_zone.trim().into(),
         })
+    }
+
+    /// The session time zone (`SET TimeZone` changes it).
+    pub fn time_zone(&self) -> Arc<str> {
+        self.settings.time_zone()
+    }
+
+    /// Takes the time zone a statement (`SET TimeZone = ...`, `RESET TimeZone`) left in
+    /// DataFusion's configuration: checked, and the tables' view of their instants
+    /// follows it. An unknown zone is refused and the previous one stays.
+    fn follow_time_zone(&self) -> Result<(), EngineError> {
+        let configured = self
+            .ctx
+            .state()
+            .config()
+            .options()
+            .execution
+            .time_zone
+            .clone();
+        let current = self.settings.time_zone();
+        let wanted = match configured.as_deref().map(str::trim) {
+            // RESET: back to where the session started.
+            None | Some("") => Arc::clone(&self.default_time_zone),
+            Some(z) => z.into(),
+        };
+        let checked = crate::zone::parse_time_zone(&wanted);
+        let zone = if checked.is_ok() { wanted } else { current };
+        if configured.as_deref() != Some(&*zone) {
+            self.ctx
+                .state_ref()
+                .write()
+                .config_mut()
+                .options_mut()
+                .execution
+                .time_zone = Some(zone.to_string());
+        }
+        self.settings.set_time_zone(&zone);
+        checked
+            .map(drop)
+            .map_err(|e| EngineError::Query(DataFusionError::External(Box::new(e))))
     }
 
     /// The data directory.
@@ -385,6 +505,9 @@ impl SqlSession {
             let df = self
                 .runtime
                 .block_on(self.ctx.execute_logical_plan(logical))?;
+            if invalidates {
+                self.follow_time_zone()?;
+            }
             let (state, plan) = df.into_parts();
             let plan = state.optimize(&plan)?;
             let text = format!("{}", plan.display_indent());
@@ -447,7 +570,10 @@ impl SqlSession {
         let (cached, _) = self.plan(sql)?;
         Ok(Prepared {
             params: cached.params.clone(),
-            schema: Arc::new(cached.plan.schema().as_arrow().clone()),
+            schema: crate::zone::zoned_schema(
+                &Arc::new(cached.plan.schema().as_arrow().clone()),
+                &self.time_zone(),
+            ),
         })
     }
 
@@ -500,8 +626,15 @@ impl SqlSession {
         let (cached, plan_hit) = self.plan(sql)?;
         let cached = self.bind(cached, params)?;
         let is_explain = cached.explain;
-        let key = (use_result_cache && !is_explain && !cached.entries.is_empty())
-            .then(|| ResultKey::from_parts(cached.text.clone(), data_version(&cached.entries)));
+        let zone = self.time_zone();
+        // The zone is part of the answer: a plan's text names no types, and the same
+        // text truncates to other days in another zone.
+        let key = (use_result_cache && !is_explain && !cached.entries.is_empty()).then(|| {
+            ResultKey::from_parts(
+                format!("time zone {zone}\n{}", cached.text),
+                data_version(&cached.entries),
+            )
+        });
         if let Some(result) = key.as_ref().and_then(|k| self.results.get(k)) {
             return Ok(QueryOutcome {
                 result,
@@ -530,7 +663,9 @@ impl SqlSession {
                 summary.row_groups_considered += stats.row_group_count;
             }
         }
-        let schema = physical.schema();
+        // Instants print in the session zone whatever zone an expression left them in.
+        let (schema, batches) = crate::zone::zoned_batches(&physical.schema(), batches, &zone)
+            .map_err(DataFusionError::from)?;
         let rows = batches.iter().map(RecordBatch::num_rows).sum();
         if is_explain {
             return Ok(QueryOutcome {

@@ -663,7 +663,12 @@ impl RingReader {
             let batch = batch.and_then(|b| {
                 RecordBatch::try_new_with_options(
                     Arc::clone(&self.schema),
-                    b.columns().iter().map(canonical_floats).collect(),
+                    b.columns()
+                        .iter()
+                        .zip(self.schema.fields())
+                        // Instants arrive in their file's zone; the plan's is the session's.
+                        .map(|(c, f)| crate::zone::in_zone(&canonical_floats(c), f.data_type()))
+                        .collect(),
                     &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
                 )
                 .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))

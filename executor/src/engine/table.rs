@@ -6,6 +6,10 @@
 //!   the daemon applies all of it, `Inexact` where it applies a part.
 //! - Limit: pushed when DataFusion hands one to the scan (it does only when nothing above
 //!   the scan filters rows).
+//! - Time zone: instant columns (`Timestamp` with a zone) are shown in the session zone
+//!   whatever zone their files name (see [`crate::zone`]); the values are the same
+//!   instants, so what goes to the daemon (projection, predicates on instants) does not
+//!   change.
 //! - Statistics: row count and per-column null counts, minimums and maximums from the
 //!   footers, `Exact` where the footers are (so `count(*)`, `min` and `max` are answered
 //!   without a scan) and inexact once a filter is pushed.
@@ -33,6 +37,8 @@ pub(crate) struct DaemonTable {
     daemon: Arc<Daemon>,
     entry: Arc<TableEntry>,
     settings: Arc<ScanSettings>,
+    /// The entry's schema with its instants in the session zone when planned.
+    schema: SchemaRef,
 }
 
 impl DaemonTable {
@@ -41,10 +47,12 @@ impl DaemonTable {
         entry: Arc<TableEntry>,
         settings: Arc<ScanSettings>,
     ) -> Self {
+        let schema = crate::zone::zoned_schema(&entry.schema, &settings.time_zone());
         Self {
             daemon,
             entry,
             settings,
+            schema,
         }
     }
 
@@ -57,7 +65,7 @@ impl DaemonTable {
 #[async_trait]
 impl TableProvider for DaemonTable {
     fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.entry.schema)
+        Arc::clone(&self.schema)
     }
 
     fn table_type(&self) -> TableType {
@@ -70,7 +78,7 @@ impl TableProvider for DaemonTable {
     ) -> Result<Vec<TableProviderFilterPushDown>> {
         Ok(filters
             .iter()
-            .map(|f| match push_filter(f, &self.entry.schema) {
+            .map(|f| match push_filter(f, &self.schema) {
                 Pushed::Exact(_) => TableProviderFilterPushDown::Exact,
                 Pushed::Part(_) => TableProviderFilterPushDown::Inexact,
                 Pushed::No => TableProviderFilterPushDown::Unsupported,
@@ -85,7 +93,7 @@ impl TableProvider for DaemonTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let table_schema = &self.entry.schema;
+        let table_schema = &self.schema;
         let indices: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..table_schema.fields().len()).collect(),
@@ -187,7 +195,17 @@ fn footer_statistics(
     indices: &[usize],
 ) -> Statistics {
     let rows = usize::try_from(stats.row_count).ok();
-    let values = stats.min_max().ok();
+    // The footers' instants in the zone the table shows them in.
+    let values = stats.min_max().ok().map(|arrays| {
+        arrays
+            .iter()
+            .zip(&stats.columns)
+            .map(|(a, c)| match table_schema.field_with_name(&c.name) {
+                Ok(f) => crate::zone::in_zone(a, f.data_type()),
+                Err(_) => Arc::clone(a),
+            })
+            .collect::<Vec<_>>()
+    });
     let columns = indices
         .iter()
         .map(|&i| {
