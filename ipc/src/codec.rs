@@ -258,6 +258,41 @@ fn validate_string_views(data: &ArrayData) -> Result<(), ArrowError> {
     ArrayData::try_new(DataType::Utf8View, len, None, 0, buffers, vec![]).map(drop)
 }
 
+/// Checks that every buffer a batch message lists lies inside its body: arrow-ipc 59
+/// slices them out without checking (`Buffer::slice_with_length` panics). Found by the
+/// `ring` fuzz target.
+fn check_buffers(batch: &arrow_ipc::RecordBatch<'_>, body_len: usize) -> Result<(), DecodeError> {
+    for (i, buffer) in batch.buffers().into_iter().flatten().enumerate() {
+        let end = u64::try_from(buffer.offset())
+            .ok()
+            .zip(u64::try_from(buffer.length()).ok())
+            .and_then(|(offset, len)| offset.checked_add(len));
+        if end.is_none_or(|end| end > body_len as u64) {
+            return Err(DecodeError::Corrupt(format!(
+                "buffer {i} (offset {}, length {}) lies outside the {body_len}-byte message body",
+                buffer.offset(),
+                buffer.length()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs an arrow-ipc decode, a panic in it being a corrupt record. arrow-ipc 59 asserts
+/// on some inconsistent messages rather than returning an error (a validity buffer
+/// shorter than its node's length: `BooleanBuffer::new`), and the segment is as
+/// untrusted as a network peer. Found by the `ring` fuzz target.
+fn no_panic<T>(
+    what: &str,
+    decode: impl FnOnce() -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)).unwrap_or_else(|_| {
+        Err(DecodeError::Corrupt(format!(
+            "inconsistent {what} message (the arrow decoder panicked on it)"
+        )))
+    })
+}
+
 /// Decodes batch records against one schema, keeping the stream's dictionaries.
 #[derive(Debug)]
 pub(crate) struct BatchDecoder {
@@ -300,8 +335,14 @@ impl BatchDecoder {
                     // zero-copy dictionary would pin its ring space indefinitely and
                     // could stall the producer.
                     let body = Buffer::from_slice_ref(&payload.as_slice()[framed.body]);
-                    read_dictionary(&body, dict, &self.schema, &mut self.dictionaries, &version)
-                        .map_err(DecodeError::Arrow)?;
+                    if let Some(data) = dict.data() {
+                        check_buffers(&data, body.len())?;
+                    }
+                    let (schema, dictionaries) = (&self.schema, &mut self.dictionaries);
+                    no_panic("dictionary", || {
+                        read_dictionary(&body, dict, schema, dictionaries, &version)
+                            .map_err(DecodeError::Arrow)
+                    })?;
                 }
                 MessageHeader::RecordBatch => {
                     if at != payload.len() {
@@ -313,25 +354,36 @@ impl BatchDecoder {
                         DecodeError::Corrupt("record batch message without header".into())
                     })?;
                     let body = payload.slice_with_length(framed.body.start, framed.body.len());
-                    return RecordBatchDecoder::try_new(
-                        &body,
-                        batch,
-                        self.schema.clone(),
-                        &self.dictionaries,
-                        &version,
-                    )
-                    .and_then(|d| {
-                        d.with_require_alignment(true)
-                            .with_skip_validation(crate::sys::deferred_validation())
-                            .read_record_batch()
-                    })
-                    .and_then(|batch| validate_batch(&self.schema, &batch).map(|()| batch))
-                    .map_err(|e| match e {
-                        ArrowError::InvalidArgumentError(m) if m.contains("isaligned") => {
-                            DecodeError::Misaligned(m)
-                        }
-                        e => DecodeError::Arrow(e),
+                    check_buffers(&batch, body.len())?;
+                    let decoded = no_panic("record batch", || {
+                        RecordBatchDecoder::try_new(
+                            &body,
+                            batch,
+                            self.schema.clone(),
+                            &self.dictionaries,
+                            &version,
+                        )
+                        .and_then(|d| {
+                            d.with_require_alignment(true)
+                                .with_skip_validation(crate::sys::deferred_validation())
+                                .read_record_batch()
+                        })
+                        .map_err(DecodeError::Arrow)
                     });
+                    return decoded
+                        .and_then(|batch| {
+                            validate_batch(&self.schema, &batch)
+                                .map(|()| batch)
+                                .map_err(DecodeError::Arrow)
+                        })
+                        .map_err(|e| match e {
+                            DecodeError::Arrow(ArrowError::InvalidArgumentError(m))
+                                if m.contains("isaligned") =>
+                            {
+                                DecodeError::Misaligned(m)
+                            }
+                            e => e,
+                        });
                 }
                 other => {
                     return Err(DecodeError::Corrupt(format!(
@@ -521,5 +573,42 @@ mod tests {
         let mut bad = good;
         patch(&mut bad, &[20, 0, 0, 0, b'A', b'B', b'C', b'D'], 0, 1, 0x7f);
         assert!(decode(&batch, &bad).is_err(), "view longer than its buffer");
+    }
+
+    /// Sets the length of buffer `i` of the (first, record batch) message of an encoded
+    /// record, in place in its flatbuffer.
+    fn set_buffer_length(bytes: &mut [u8], i: usize, length: i64) {
+        let at = {
+            let framed = next_message(bytes, 0).unwrap();
+            let batch = framed.message.header_as_record_batch().unwrap();
+            let buffer = batch.buffers().unwrap().get(i);
+            std::ptr::from_ref(buffer) as usize - bytes.as_ptr() as usize
+        };
+        // The flatbuffer struct: offset (i64), then length (i64).
+        bytes[at + 8..at + 16].copy_from_slice(&length.to_le_bytes());
+    }
+
+    /// Found by the `ring` fuzz target: arrow-ipc sliced a buffer past the message body
+    /// (a panic in `Buffer::slice_with_length`).
+    #[test]
+    fn a_buffer_past_the_message_body_is_corrupt_not_a_panic() {
+        let batch = sample();
+        let mut bad = encoded(&batch);
+        set_buffer_length(&mut bad, 1, 738_197_520);
+        let err = decode(&batch, &bad).unwrap_err();
+        assert!(
+            matches!(&err, DecodeError::Corrupt(m) if m.contains("outside")),
+            "{err:?}"
+        );
+    }
+
+    /// Found by the `ring` fuzz target: a validity buffer shorter than its column made
+    /// arrow-ipc's unchecked decode assert (`BooleanBuffer::new`).
+    #[test]
+    fn a_short_validity_buffer_is_corrupt_not_a_panic() {
+        let batch = sample();
+        let mut bad = encoded(&batch);
+        set_buffer_length(&mut bad, 0, 0);
+        assert!(decode(&batch, &bad).is_err());
     }
 }

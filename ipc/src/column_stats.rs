@@ -9,16 +9,14 @@
 //! (row 0 the minimums, row 1 the maximums, one column per requested column in the
 //! table's type) so that every type survives exactly.
 
-use std::io::Cursor;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{ArrowError, Field, Schema};
 use serde::{Deserialize, Serialize};
 
-use crate::info::FileVersion;
+use crate::info::{read_ipc_stream, FileVersion};
 
 /// Most columns one statistics request may name.
 pub const MAX_STATISTICS_COLUMNS: usize = 4096;
@@ -107,14 +105,11 @@ pub fn encode_min_max(names: &[String], arrays: &[ArrayRef]) -> Result<Vec<u8>, 
 
 /// Decodes what [`encode_min_max`] wrote (any bytes: a bad input is an error).
 pub fn decode_min_max(bytes: &[u8]) -> Result<Vec<ArrayRef>, ArrowError> {
-    let mut reader = StreamReader::try_new(Cursor::new(bytes), None)?;
-    let batch = match reader.next() {
-        Some(batch) => batch?,
-        None => {
-            return Err(ArrowError::IpcError(
-                "statistics values: no batch in the stream".into(),
-            ))
-        }
+    let (_, batches) = read_ipc_stream(bytes)?;
+    let Some(batch) = batches.into_iter().next() else {
+        return Err(ArrowError::IpcError(
+            "statistics values: no batch in the stream".into(),
+        ));
     };
     if batch.num_rows() != 2 {
         return Err(ArrowError::IpcError(format!(

@@ -3,10 +3,11 @@
 //!
 //! Re-exported from [`msg`](crate::msg), where the messages that carry them live.
 
-use std::io::Cursor;
 use std::path::PathBuf;
 
-use arrow_ipc::reader::StreamReader;
+use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::StreamDecoder;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{ArrowError, Schema};
 use serde::{Deserialize, Serialize};
@@ -203,8 +204,33 @@ pub fn encode_schema(schema: &Schema) -> Result<Vec<u8>, ArrowError> {
 
 /// Decodes what [`encode_schema`] wrote (any bytes: a bad input is an error).
 pub fn decode_schema(bytes: &[u8]) -> Result<Schema, ArrowError> {
-    let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
-    Ok(reader.schema().as_ref().clone())
+    read_ipc_stream(bytes).map(|(schema, _)| schema)
+}
+
+/// The schema and batches of an Arrow IPC stream held in memory, whatever its bytes
+/// (they come from another process).
+///
+/// Not arrow's `StreamReader`: it allocates the lengths a message header claims before
+/// reading them (2 GiB for the 8 bytes `ff ff ff ff ff ff ff 7f`, more than memory for
+/// a huge body length: an abort), so the bounded, push-style `StreamDecoder`, whose
+/// buffers only grow with the bytes given. And arrow-ipc 59 converts a schema message
+/// with `unwrap`s (an unknown type id panics), so a panic while decoding is an error
+/// here, as in the ring's codec.
+pub(crate) fn read_ipc_stream(bytes: &[u8]) -> Result<(Schema, Vec<RecordBatch>), ArrowError> {
+    let mut decoder = StreamDecoder::new();
+    let mut buffer = Buffer::from(bytes);
+    let mut batches = Vec::new();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        while let Some(batch) = decoder.decode(&mut buffer)? {
+            batches.push(batch);
+        }
+        decoder.finish()
+    }))
+    .map_err(|_| ArrowError::IpcError("unreadable IPC message (the decoder panicked)".into()))??;
+    let schema = decoder
+        .schema()
+        .ok_or_else(|| ArrowError::IpcError("IPC stream without a schema".into()))?;
+    Ok((schema.as_ref().clone(), batches))
 }
 
 #[cfg(test)]
@@ -244,6 +270,15 @@ mod tests {
             decode_schema(&encode_schema(&empty).unwrap()).unwrap(),
             empty
         );
+    }
+
+    /// Found by the `messages` fuzz target: arrow's `StreamReader` allocated the 2 GiB
+    /// this 8-byte stream's message header claims (and aborted on a larger body length).
+    #[test]
+    fn claimed_ipc_lengths_are_not_allocated_up_front() {
+        let claims_2_gib = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert!(decode_schema(&claims_2_gib).is_err());
+        assert!(crate::stats::decode_min_max(&claims_2_gib).is_err());
     }
 
     #[test]
