@@ -75,10 +75,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "nested timestamps beyond Python's datetime range: compare.py cannot render them",
     ),
     (
-        "dict-page-offset-zero.parquet",
-        "the parquet crate's footer parser rejects its statistics list (I16 for I64)",
-    ),
-    (
         "encrypt_columns_plaintext_footer.parquet.encrypted",
         "encrypted columns under a plaintext footer: refused, but as undecodable rather than \
          as encrypted (the parquet crate without its encryption feature cannot tell)",

@@ -9,7 +9,8 @@
 //!
 //! [`repair`] walks a footer in the compact protocol and copies it, leaving out every
 //! field of the structs below whose wire type disagrees with parquet.thrift, so that the
-//! crate's reader can decode the rest. It is only tried after the reader refused a
+//! crate's reader can decode the rest; it also leaves out a dictionary page offset below
+//! 4 (inside the file's magic), which the same writers wrote for "none". It is only tried after the reader refused a
 //! footer, and only its result is trusted (the decoder validates it as any footer).
 //! Fields of structs not described here are copied as they are.
 
@@ -205,7 +206,7 @@ impl Walk<'_> {
             let declared = schema.and_then(|s| s.field(id));
             let keep = match declared {
                 None => true,
-                Some(d) => self.matches(d, kind)?,
+                Some(d) => self.matches(d, kind)? && !self.is_no_dictionary(schema, id)?,
             };
             if !keep {
                 self.dropped += 1;
@@ -230,6 +231,28 @@ impl Walk<'_> {
             };
             self.copy_value(kind, nested, depth + 1)?;
         }
+    }
+
+    /// Whether this is `ColumnMetaData.dictionary_page_offset` with an offset below 4,
+    /// where the file's magic is: writers that meant "no dictionary page" wrote 0 (the
+    /// same Dremio files), and readers that follow it read the magic as a page header.
+    /// DuckDB treats it as absent, and so does the repaired footer.
+    fn is_no_dictionary(&self, schema: Option<&Struct>, id: i16) -> Option<bool> {
+        const DICTIONARY_PAGE_OFFSET: i16 = 11;
+        if id != DICTIONARY_PAGE_OFFSET
+            || !schema.is_some_and(|s| std::ptr::eq(s, &COLUMN_META_DATA))
+        {
+            return Some(false);
+        }
+        let mut peek = Walk {
+            input: self.input,
+            pos: self.pos,
+            out: Vec::new(),
+            dropped: 0,
+        };
+        let z = peek.varint()?;
+        let offset = (z >> 1) as i64 ^ -((z & 1) as i64);
+        Some(offset < 4)
     }
 
     /// Whether a field declared `declared` arriving with wire type `kind` is what it
