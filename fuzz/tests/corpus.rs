@@ -4,6 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
+// `scripts/fuzz` builds this test (and with it the driver) with the `libfuzzer` feature
+// and ringscan's crates instrumented: libFuzzer's runtime then provides the coverage
+// hooks they call, so it must be linked here too.
+#[cfg(feature = "libfuzzer")]
+use libfuzzer_sys as _;
+
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("corpus")
