@@ -165,8 +165,10 @@ fn the_hours_clocks_change_in_truncate_and_resolve_like_duckdb_where_it_is_sound
                     TIMESTAMP '2024-03-31 02:00:00'::TIMESTAMPTZ AS never_cast, \
                     DATE '2024-03-31'::TIMESTAMPTZ AS midnight"
         ),
-        ["2024-10-27 02:00:00+02,2024-10-27 02:00:00+01,2024-10-27 02:30:00+01,\
-          2024-03-31 03:30:00+02,2024-03-31 03:00:00+02,2024-03-31 00:00:00+01"]
+        [
+            "2024-10-27 02:00:00+02,2024-10-27 02:00:00+01,2024-10-27 02:30:00+01,\
+          2024-03-31 03:30:00+02,2024-03-31 03:00:00+02,2024-03-31 00:00:00+01"
+        ]
     );
     // A naive column meeting an instant column: local time in the session zone (ids
     // 25 and 26 are 01:00 and 02:00, local times that do not exist in Berlin).
@@ -227,7 +229,11 @@ fn offset_literals_compare_as_instants_and_prune_in_the_daemon() {
         let outcome = session.query(&sql, false).expect("query");
         let mut out = Vec::new();
         ringscan_executor::format::write_csv(&mut out, &outcome.result).expect("csv");
-        assert_eq!(String::from_utf8(out).unwrap(), "n,first\n48,24\n", "{column}");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "n,first\n48,24\n",
+            "{column}"
+        );
         let scan = outcome.scan.expect("a daemon scan");
         assert_eq!(
             scan.row_groups_pruned, 2,
@@ -321,10 +327,7 @@ fn the_cli_takes_the_zone_from_its_option_the_environment_or_a_set_statement() {
         ),
         "ts\n2024-03-31 06:30:00+05:30\n"
     );
-    let out = ringscan(
-        &["query", "--time-zone", "Mars/Olympus", "SELECT 1"],
-        data,
-    );
+    let out = ringscan(&["query", "--time-zone", "Mars/Olympus", "SELECT 1"], data);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown time zone"));
 }

@@ -150,7 +150,9 @@ pub(crate) fn local_offset(zone: &Tz, local_us: i64) -> Option<i32> {
     match zone.offset_from_local_datetime(&local) {
         LocalResult::Single(o) => Some(o.fix().local_minus_utc()),
         // The later instant is the one with the smaller offset.
-        LocalResult::Ambiguous(a, b) => Some(a.fix().local_minus_utc().min(b.fix().local_minus_utc())),
+        LocalResult::Ambiguous(a, b) => {
+            Some(a.fix().local_minus_utc().min(b.fix().local_minus_utc()))
+        }
         LocalResult::None => {
             // In a gap the offset after the change is the larger; the wall time read
             // with it is an instant before the change, whose offset is the one before.
@@ -247,17 +249,44 @@ mod tests {
         let instant = |zone: &str, text: &str| {
             let zone = parse_time_zone(zone).unwrap();
             let l = local(text);
-            format_instant(l - i64::from(local_offset(&zone, l).unwrap()) * 1_000_000, &zone)
+            format_instant(
+                l - i64::from(local_offset(&zone, l).unwrap()) * 1_000_000,
+                &zone,
+            )
         };
         // DuckDB 1.x answers, `SET TimeZone = ...; SELECT TIMESTAMPTZ '...'`.
-        assert_eq!(instant("Europe/Berlin", "2024-03-31 02:30:00"), "2024-03-31 03:30:00+02");
-        assert_eq!(instant("Europe/Berlin", "2024-03-31 02:00:00"), "2024-03-31 03:00:00+02");
-        assert_eq!(instant("Europe/Berlin", "2024-10-27 02:30:00"), "2024-10-27 02:30:00+01");
-        assert_eq!(instant("America/New_York", "2024-03-10 02:30:00"), "2024-03-10 03:30:00-04");
-        assert_eq!(instant("America/New_York", "2024-11-03 01:30:00"), "2024-11-03 01:30:00-05");
-        assert_eq!(instant("Australia/Lord_Howe", "2024-10-06 02:15:00"), "2024-10-06 02:45:00+11");
-        assert_eq!(instant("Australia/Lord_Howe", "2024-04-07 01:45:00"), "2024-04-07 01:45:00+10:30");
-        assert_eq!(instant("Asia/Kolkata", "2024-01-01 00:00:00"), "2024-01-01 00:00:00+05:30");
+        assert_eq!(
+            instant("Europe/Berlin", "2024-03-31 02:30:00"),
+            "2024-03-31 03:30:00+02"
+        );
+        assert_eq!(
+            instant("Europe/Berlin", "2024-03-31 02:00:00"),
+            "2024-03-31 03:00:00+02"
+        );
+        assert_eq!(
+            instant("Europe/Berlin", "2024-10-27 02:30:00"),
+            "2024-10-27 02:30:00+01"
+        );
+        assert_eq!(
+            instant("America/New_York", "2024-03-10 02:30:00"),
+            "2024-03-10 03:30:00-04"
+        );
+        assert_eq!(
+            instant("America/New_York", "2024-11-03 01:30:00"),
+            "2024-11-03 01:30:00-05"
+        );
+        assert_eq!(
+            instant("Australia/Lord_Howe", "2024-10-06 02:15:00"),
+            "2024-10-06 02:45:00+11"
+        );
+        assert_eq!(
+            instant("Australia/Lord_Howe", "2024-04-07 01:45:00"),
+            "2024-04-07 01:45:00+10:30"
+        );
+        assert_eq!(
+            instant("Asia/Kolkata", "2024-01-01 00:00:00"),
+            "2024-01-01 00:00:00+05:30"
+        );
     }
 
     #[test]
@@ -270,7 +299,8 @@ mod tests {
 
     #[test]
     fn relabelling_keeps_the_instants_and_leaves_naive_timestamps() {
-        let utc: ArrayRef = Arc::new(TimestampMicrosecondArray::from(vec![1, 2]).with_timezone("UTC"));
+        let utc: ArrayRef =
+            Arc::new(TimestampMicrosecondArray::from(vec![1, 2]).with_timezone("UTC"));
         let berlin = DataType::Timestamp(TimeUnit::Microsecond, Some("Europe/Berlin".into()));
         let moved = in_zone(&utc, &berlin);
         assert_eq!(moved.data_type(), &berlin);

@@ -198,11 +198,19 @@ mod daemon_settings {
 
         /// The session time zone, checked ([`crate::zone::parse_time_zone`]).
         pub fn time_zone(&self) -> Arc<str> {
-            Arc::clone(&self.time_zone.lock().unwrap_or_else(PoisonError::into_inner))
+            Arc::clone(
+                &self
+                    .time_zone
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            )
         }
 
         pub(crate) fn set_time_zone(&self, zone: &str) {
-            *self.time_zone.lock().unwrap_or_else(PoisonError::into_inner) = zone.into();
+            *self
+                .time_zone
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = zone.into();
         }
 
         /// Whether footer statistics are reported to the planner.
