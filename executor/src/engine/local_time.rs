@@ -8,7 +8,9 @@
 //! change). Every such cast, written or added by coercion (`ts >= '2024-03-31'`,
 //! `ts = naive_ts`), becomes a [`ToInstant`] call, which resolves local times with
 //! [`crate::zone::local_offset`]. On a literal it is folded to a literal before the
-//! filter reaches the daemon, so it prunes like any other.
+//! filter reaches the daemon, so it prunes like any other. The other way,
+//! `instant::TIMESTAMP` is the zone's wall time in DuckDB and UTC's in Arrow: it
+//! becomes a [`ToLocal`] call.
 
 use std::sync::Arc;
 
