@@ -8,7 +8,9 @@
 //! change). Every such cast, written or added by coercion (`ts >= '2024-03-31'`,
 //! `ts = naive_ts`), becomes a [`ToInstant`] call, which resolves local times with
 //! [`crate::zone::local_offset`]. On a literal it is folded to a literal before the
-//! filter reaches the daemon, so it prunes like any other.
+//! filter reaches the daemon, so it prunes like any other. The other way,
+//! `instant::TIMESTAMP` is the zone's wall time in DuckDB and UTC's in Arrow: it
+//! becomes a [`ToLocal`] call.
 
 use std::sync::Arc;
 
@@ -69,6 +71,13 @@ fn reads_local_time(from: Option<DataType>, to: &DataType) -> bool {
     local && matches!(to, DataType::Timestamp(_, Some(_)))
 }
 
+/// Whether a cast from `from` to `to` makes an instant a wall time (`ts::TIMESTAMP`):
+/// DuckDB's is the session zone's wall clock, Arrow's UTC's.
+fn to_wall_clock(from: Option<DataType>, to: &DataType) -> bool {
+    matches!(from, Some(DataType::Timestamp(_, Some(_))))
+        && matches!(to, DataType::Timestamp(_, None))
+}
+
 fn rewrite(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let type_of = |x: &Expr| x.get_type(schema).ok();
     let call = |expr: Box<Expr>, to: DataType, safe: bool| {
@@ -76,6 +85,13 @@ fn rewrite(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(udf), vec![*expr]))
     };
     Ok(match e {
+        Expr::Cast(Cast { expr, field }) if to_wall_clock(type_of(&expr), field.data_type()) => {
+            let udf = ScalarUDF::new_from_impl(ToLocal::new(field.data_type().clone()));
+            Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
+                Arc::new(udf),
+                vec![*expr],
+            )))
+        }
         Expr::Cast(Cast { expr, field }) if reads_local_time(type_of(&expr), field.data_type()) => {
             Transformed::yes(call(expr, field.data_type().clone(), false))
         }
@@ -210,5 +226,80 @@ impl ToInstant {
         // The rest is a wall time read as if in UTC, resolved in `zone`.
         let wall = string_to_datetime(&chrono::Utc, s).ok()?;
         instant(in_unit(wall)?)
+    }
+}
+
+/// `CAST(instant AS TIMESTAMP)`: the wall time in the instant's zone (the session's, as
+/// tables and literals show it), as DuckDB gives it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ToLocal {
+    signature: Signature,
+    /// `Timestamp(unit, None)`.
+    to: DataType,
+}
+
+impl ToLocal {
+    fn new(to: DataType) -> Self {
+        Self {
+            signature: Signature::any(1, Volatility::Immutable),
+            to,
+        }
+    }
+}
+
+impl ScalarUDFImpl for ToLocal {
+    fn name(&self) -> &str {
+        "ringscan_to_local"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(self.to.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [arg] = args.args.as_slice() else {
+            return exec_err!("ringscan_to_local takes one argument");
+        };
+        match arg {
+            ColumnarValue::Array(a) => Ok(ColumnarValue::Array(self.convert(a)?)),
+            ColumnarValue::Scalar(s) => {
+                let out = self.convert(&s.to_array()?)?;
+                Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+            }
+        }
+    }
+}
+
+impl ToLocal {
+    fn convert(&self, a: &ArrayRef) -> Result<ArrayRef> {
+        let (DataType::Timestamp(_, Some(tz)), DataType::Timestamp(unit, None)) =
+            (a.data_type(), &self.to)
+        else {
+            return Ok(arrow_cast::cast(a, &self.to)?);
+        };
+        let zone = crate::zone::parse_time_zone(tz)
+            .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+        let per_second: i64 = match unit {
+            TimeUnit::Second => 1,
+            TimeUnit::Millisecond => 1_000,
+            TimeUnit::Microsecond => 1_000_000,
+            TimeUnit::Nanosecond => 1_000_000_000,
+        };
+        // The instants in the target unit, then each moved by its zone's offset.
+        let instants = arrow_cast::cast(a, &DataType::Timestamp(*unit, Some(tz.clone())))?;
+        let values = arrow_cast::cast(&instants, &DataType::Int64)?;
+        let local: Int64Array = values.as_primitive::<Int64Type>().unary_opt(|v| {
+            let us = match unit {
+                TimeUnit::Nanosecond => Some(v.div_euclid(1_000)),
+                _ => v.checked_mul(1_000_000 / per_second),
+            }?;
+            let offset = crate::zone::offset_at(&zone, us);
+            v.checked_add(i64::from(offset).checked_mul(per_second)?)
+        });
+        Ok(arrow_cast::cast(&local, &self.to)?)
     }
 }
