@@ -5,7 +5,8 @@
 //! hold no row matching a scan's [`Predicate`](ringscan_ipc::msg::Predicate), and
 //! [`scan`], the single-threaded scan path as a library (footer cache, pruning, decode,
 //! filter, projection, limit) feeding a batch callback; [`table`], which resolves a
-//! table name or file globs to files, a schema and a data version; and [`server`], the
+//! table name or file globs to files, a schema and a data version, its hive partition
+//! columns typed as DuckDB types them ([`hive`]); and [`server`], the
 //! daemon process (control socket, one ring per scan, lock, idle exit) run by the
 //! `ringscan-io` binary and `ringscan daemon run`. Still to come: the column-chunk
 //! scheduler and parallel decode.
