@@ -1,8 +1,8 @@
 //! `ringscan-io-daemon`: the IO daemon that turns a scan request into pruned, decoded,
 //! filtered Arrow batches in a shared-memory ring.
 //!
-//! - [`table`] resolves a table name or file globs to files, a schema (with typed hive
-//!   partition columns) and a data version;
+//! - [`table`] resolves a table name or file globs to files, a schema (with its hive
+//!   partition columns typed as DuckDB types them, [`hive`]) and a data version;
 //! - [`prune`] proves from metadata that files, row groups and pages hold no row
 //!   matching a scan's [`Predicate`](ringscan_ipc::msg::Predicate): partition values,
 //!   footer statistics, page indexes, bloom filters;

@@ -23,7 +23,8 @@ pub(crate) enum Value {
 }
 
 /// How NaN and signed zeros compare: IEEE (NaN unordered, -0 = +0) or DuckDB's order
-/// (`Total`: Arrow's total order with -0 = +0 and every NaN equal and above +infinity).
+/// (`Total`: -0 = +0 and every NaN equal and above +infinity, integers included), the
+/// workspace's one rule (`ringscan_values::float`) that pruning and filtering follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FloatSemantics {
     Ieee,
@@ -42,7 +43,10 @@ fn compare(v: &Value, lit: &Literal, sem: FloatSemantics) -> Option<Option<Order
         (Value::Null, _) | (_, Literal::Null) => None,
         (Value::Int(x), Literal::Int(c)) => Some(Some(x.cmp(&i128::from(*c)))),
         (Value::Int(x), Literal::UInt(c)) => Some(Some(x.cmp(&i128::from(*c)))),
-        (Value::Int(x), Literal::Float(c)) => Some((*x as f64).partial_cmp(c)),
+        (Value::Int(x), Literal::Float(c)) => Some(match sem {
+            FloatSemantics::Ieee => (*x as f64).partial_cmp(c),
+            FloatSemantics::Total => Some(ringscan_values::float::cmp_int_f64(*x, *c)),
+        }),
         (Value::Int(x), Literal::Date32(c)) => Some(Some(x.cmp(&i128::from(*c)))),
         (Value::TsMillis(x), Literal::TimestampMicros(c)) => {
             Some(Some((i128::from(*x) * 1000).cmp(&i128::from(*c))))
@@ -51,20 +55,7 @@ fn compare(v: &Value, lit: &Literal, sem: FloatSemantics) -> Option<Option<Order
             let c = lit_f(l)?;
             Some(match sem {
                 FloatSemantics::Ieee => x.partial_cmp(&c),
-                // DuckDB's rule (see scan/filter.rs): both zeros equal, every NaN the
-                // positive one.
-                FloatSemantics::Total => {
-                    let duck = |f: f64| {
-                        if f.is_nan() {
-                            f64::NAN
-                        } else if f == 0.0 {
-                            0.0
-                        } else {
-                            f
-                        }
-                    };
-                    Some(duck(*x).total_cmp(&duck(c)))
-                }
+                FloatSemantics::Total => Some(ringscan_values::float::cmp_f64(*x, c)),
             })
         }
         (Value::Str(x), Literal::Utf8(c)) => Some(Some(x.as_bytes().cmp(c.as_bytes()))),
