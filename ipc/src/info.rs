@@ -278,7 +278,7 @@ mod tests {
     fn claimed_ipc_lengths_are_not_allocated_up_front() {
         let claims_2_gib = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
         assert!(decode_schema(&claims_2_gib).is_err());
-        assert!(crate::stats::decode_min_max(&claims_2_gib).is_err());
+        assert!(crate::column_stats::decode_min_max(&claims_2_gib).is_err());
     }
 
     #[test]

@@ -586,7 +586,7 @@ pub(crate) fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
             &mut len,
         )
     };
-    (ret == 0 && cred.pid > 0).then(|| cred.pid as u32)
+    (ret == 0 && cred.pid > 0).then_some(cred.pid as u32)
 }
 
 /// The flag that lets arrow's IPC decoder build arrays without validating them, for

@@ -286,6 +286,62 @@ impl MetadataCache {
     }
 }
 
+/// The footer of `file` decoded after leaving out its fields of the wrong type; `None`
+/// when it cannot be read, has none, or still does not decode.
+fn repaired_footer(file: &File, file_bytes: u64) -> Option<ParquetMetaData> {
+    use std::os::unix::fs::FileExt;
+    const TAIL_BYTES: u64 = 8;
+    let mut tail = [0u8; TAIL_BYTES as usize];
+    file.read_exact_at(&mut tail, file_bytes.checked_sub(TAIL_BYTES)?)
+        .ok()?;
+    if &tail[4..] != b"PAR1" {
+        return None;
+    }
+    let len = u64::from(u32::from_le_bytes(tail[..4].try_into().ok()?));
+    let start = file_bytes.checked_sub(TAIL_BYTES)?.checked_sub(len)?;
+    let mut footer = vec![0u8; usize::try_from(len).ok()?];
+    file.read_exact_at(&mut footer, start).ok()?;
+    let (fixed, _dropped) = super::footer_repair::repair(&footer)?;
+    ParquetMetaDataReader::decode_metadata(&fixed).ok()
+}
+
+/// `meta` with the file's row count equal to the sum of its row groups'.
+///
+/// Some writers (parquet-rs 0.3, for one: parquet-testing's
+/// `repeated_no_annotation.parquet`) leave the footer's `num_rows` at 0 while the row
+/// groups hold rows; parquet's reader caps its batch size at the footer's count, so it
+/// would return no row at all. DuckDB and pyarrow trust the row groups, and so do we.
+fn with_true_row_count(meta: ParquetMetaData) -> ParquetMetaData {
+    let groups: Option<i64> = meta
+        .row_groups()
+        .iter()
+        .try_fold(0i64, |sum, rg| sum.checked_add(rg.num_rows().max(0)));
+    let Some(rows) = groups else {
+        return meta;
+    };
+    let file = meta.file_metadata();
+    if file.num_rows() == rows {
+        return meta;
+    }
+    let fixed = FileMetaData::new(
+        file.version(),
+        rows,
+        file.created_by().map(str::to_owned),
+        file.key_value_metadata().cloned(),
+        file.schema_descr_ptr(),
+        file.column_orders().cloned(),
+    );
+    let mut builder = ParquetMetaDataBuilder::new_from_metadata(meta);
+    let row_groups = builder.take_row_groups();
+    let column_index = builder.take_column_index();
+    let offset_index = builder.take_offset_index();
+    ParquetMetaDataBuilder::new(fixed)
+        .set_row_groups(row_groups)
+        .set_column_index(column_index)
+        .set_offset_index(offset_index)
+        .build()
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Weak;
@@ -367,60 +423,4 @@ mod tests {
         assert!(!Arc::ptr_eq(&old.columns, &new.columns));
         assert_eq!(new.arrow.metadata().file_metadata().num_rows(), 20);
     }
-}
-
-/// The footer of `file` decoded after leaving out its fields of the wrong type; `None`
-/// when it cannot be read, has none, or still does not decode.
-fn repaired_footer(file: &File, file_bytes: u64) -> Option<ParquetMetaData> {
-    use std::os::unix::fs::FileExt;
-    const TAIL_BYTES: u64 = 8;
-    let mut tail = [0u8; TAIL_BYTES as usize];
-    file.read_exact_at(&mut tail, file_bytes.checked_sub(TAIL_BYTES)?)
-        .ok()?;
-    if &tail[4..] != b"PAR1" {
-        return None;
-    }
-    let len = u64::from(u32::from_le_bytes(tail[..4].try_into().ok()?));
-    let start = file_bytes.checked_sub(TAIL_BYTES)?.checked_sub(len)?;
-    let mut footer = vec![0u8; usize::try_from(len).ok()?];
-    file.read_exact_at(&mut footer, start).ok()?;
-    let (fixed, _dropped) = super::footer_repair::repair(&footer)?;
-    ParquetMetaDataReader::decode_metadata(&fixed).ok()
-}
-
-/// `meta` with the file's row count equal to the sum of its row groups'.
-///
-/// Some writers (parquet-rs 0.3, for one: parquet-testing's
-/// `repeated_no_annotation.parquet`) leave the footer's `num_rows` at 0 while the row
-/// groups hold rows; parquet's reader caps its batch size at the footer's count, so it
-/// would return no row at all. DuckDB and pyarrow trust the row groups, and so do we.
-fn with_true_row_count(meta: ParquetMetaData) -> ParquetMetaData {
-    let groups: Option<i64> = meta
-        .row_groups()
-        .iter()
-        .try_fold(0i64, |sum, rg| sum.checked_add(rg.num_rows().max(0)));
-    let Some(rows) = groups else {
-        return meta;
-    };
-    let file = meta.file_metadata();
-    if file.num_rows() == rows {
-        return meta;
-    }
-    let fixed = FileMetaData::new(
-        file.version(),
-        rows,
-        file.created_by().map(str::to_owned),
-        file.key_value_metadata().cloned(),
-        file.schema_descr_ptr(),
-        file.column_orders().cloned(),
-    );
-    let mut builder = ParquetMetaDataBuilder::new_from_metadata(meta);
-    let row_groups = builder.take_row_groups();
-    let column_index = builder.take_column_index();
-    let offset_index = builder.take_offset_index();
-    ParquetMetaDataBuilder::new(fixed)
-        .set_row_groups(row_groups)
-        .set_column_index(column_index)
-        .set_offset_index(offset_index)
-        .build()
 }

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ringscan_ipc::msg::{
-    encode_schema, read_frame, write_frame, CacheStatus, ClientMessage, ColumnCacheStatus,
-    DaemonMessage, DaemonStatus, MemoryStatus, MessageError, ScanSource, TableInfo,
-    TableStatistics,
+    encode_schema, read_frame, write_frame, ClientMessage, DaemonMessage, MessageError, ScanSource,
+    TableInfo, TableStatistics,
 };
 
 use ringscan_ipc::error_chain as chain;
