@@ -31,6 +31,7 @@ pub mod driver;
 pub mod engine;
 mod error;
 pub mod latency;
+mod load;
 pub mod side;
 pub mod suites;
 

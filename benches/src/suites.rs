@@ -14,9 +14,9 @@ use std::path::Path;
 use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
 use serde::{Deserialize, Serialize};
 
-use crate::baseline::read_column_f64;
 use crate::error::BenchError;
 use crate::latency::nearest_rank;
+use crate::load::read_column_f64;
 
 /// The suites of `ringscan bench`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
