@@ -24,7 +24,23 @@ pub(crate) fn is_encrypted(path: &Path) -> bool {
 }
 
 fn probe(path: &Path) -> Option<bool> {
-    let mut file = File::open(path).ok()?;
+    match read_footer(&mut File::open(path).ok()?)? {
+        Footer::Encrypted => Some(true),
+        Footer::Plain(footer) => has_top_level_field(&footer, 8),
+    }
+}
+
+/// The footer at the end of a Parquet file, read from its own bytes.
+pub(crate) enum Footer {
+    /// The file ends in `PARE`: its footer is encrypted.
+    Encrypted,
+    /// The serialized `FileMetaData` (without its length and magic).
+    Plain(Vec<u8>),
+}
+
+/// Reads the footer of `file`; `None` when the file is too short, has no Parquet magic,
+/// or claims a footer longer than the file or than [`MAX_FOOTER_BYTES`].
+pub(crate) fn read_footer(file: &mut File) -> Option<Footer> {
     let len = file.metadata().ok()?.len();
     if len < 12 {
         return None;
@@ -33,7 +49,7 @@ fn probe(path: &Path) -> Option<bool> {
     file.seek(SeekFrom::End(-8)).ok()?;
     file.read_exact(&mut tail).ok()?;
     match &tail[4..] {
-        b"PARE" => return Some(true),
+        b"PARE" => return Some(Footer::Encrypted),
         b"PAR1" => {}
         _ => return None,
     }
@@ -44,7 +60,7 @@ fn probe(path: &Path) -> Option<bool> {
     let mut footer = vec![0u8; usize::try_from(footer_len).ok()?];
     file.seek(SeekFrom::Start(len - 8 - footer_len)).ok()?;
     file.read_exact(&mut footer).ok()?;
-    has_top_level_field(&footer, 8)
+    Some(Footer::Plain(footer))
 }
 
 /// Walks the top-level fields of a compact-protocol struct; whether field `wanted` is
@@ -72,23 +88,24 @@ fn has_top_level_field(bytes: &[u8], wanted: i16) -> Option<bool> {
     }
 }
 
-fn zigzag(n: u64) -> i64 {
+pub(crate) fn zigzag(n: u64) -> i64 {
     ((n >> 1) as i64) ^ -((n & 1) as i64)
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// A bounds-checked cursor over compact-protocol bytes.
+pub(crate) struct Reader<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl Reader<'_> {
-    fn byte(&mut self) -> Option<u8> {
+    pub(crate) fn byte(&mut self) -> Option<u8> {
         let b = *self.bytes.get(self.at)?;
         self.at += 1;
         Some(b)
     }
 
-    fn varint(&mut self) -> Option<u64> {
+    pub(crate) fn varint(&mut self) -> Option<u64> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.byte()?;

@@ -203,9 +203,7 @@ impl MetadataCache {
                 Ok(meta) => Ok(meta),
                 // Refused: a field of the wrong type, which other readers skip, may be
                 // all that is wrong (see `footer_repair`).
-                Err(refused) => repaired_footer(file, stat.len())
-                    .ok_or(refused)
-                    .map_err(corrupt),
+                Err(refused) => repaired_footer(file).ok_or(refused).map_err(corrupt),
             }
         })?;
         let meta = Arc::new(with_true_row_count(meta));
@@ -288,19 +286,12 @@ impl MetadataCache {
 
 /// The footer of `file` decoded after leaving out its fields of the wrong type; `None`
 /// when it cannot be read, has none, or still does not decode.
-fn repaired_footer(file: &File, file_bytes: u64) -> Option<ParquetMetaData> {
-    use std::os::unix::fs::FileExt;
-    const TAIL_BYTES: u64 = 8;
-    let mut tail = [0u8; TAIL_BYTES as usize];
-    file.read_exact_at(&mut tail, file_bytes.checked_sub(TAIL_BYTES)?)
-        .ok()?;
-    if &tail[4..] != b"PAR1" {
+fn repaired_footer(file: &File) -> Option<ParquetMetaData> {
+    let mut file = file.try_clone().ok()?;
+    let crate::footer_probe::Footer::Plain(footer) = crate::footer_probe::read_footer(&mut file)?
+    else {
         return None;
-    }
-    let len = u64::from(u32::from_le_bytes(tail[..4].try_into().ok()?));
-    let start = file_bytes.checked_sub(TAIL_BYTES)?.checked_sub(len)?;
-    let mut footer = vec![0u8; usize::try_from(len).ok()?];
-    file.read_exact_at(&mut footer, start).ok()?;
+    };
     let (fixed, _dropped) = super::footer_repair::repair(&footer)?;
     ParquetMetaDataReader::decode_metadata(&fixed).ok()
 }

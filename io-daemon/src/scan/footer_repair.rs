@@ -52,6 +52,7 @@ impl Struct {
     }
 }
 
+use crate::footer_probe::{zigzag, Reader};
 use wire::{BINARY, BOOL_TRUE, I16, I32, I64};
 use Declared::{ListOf, ListOfStruct, Scalar};
 
@@ -138,8 +139,10 @@ const MAX_DEPTH: usize = 64;
 /// `None` when it is not well-formed compact Thrift or nothing needed leaving out.
 pub(crate) fn repair(footer: &[u8]) -> Option<(Vec<u8>, usize)> {
     let mut walk = Walk {
-        input: footer,
-        pos: 0,
+        input: Reader {
+            bytes: footer,
+            at: 0,
+        },
         out: Vec::with_capacity(footer.len()),
         dropped: 0,
     };
@@ -148,31 +151,12 @@ pub(crate) fn repair(footer: &[u8]) -> Option<(Vec<u8>, usize)> {
 }
 
 struct Walk<'a> {
-    input: &'a [u8],
-    pos: usize,
+    input: Reader<'a>,
     out: Vec<u8>,
     dropped: usize,
 }
 
 impl Walk<'_> {
-    fn byte(&mut self) -> Option<u8> {
-        let b = *self.input.get(self.pos)?;
-        self.pos += 1;
-        Some(b)
-    }
-
-    fn varint(&mut self) -> Option<u64> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            value |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(value);
-            }
-        }
-        None
-    }
-
     fn put_varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.out.push((v as u8 & 0x7f) | 0x80);
@@ -189,7 +173,7 @@ impl Walk<'_> {
         let mut last_in = 0i16;
         let mut last_out = 0i16;
         loop {
-            let header = self.byte()?;
+            let header = self.input.byte()?;
             if header == 0 {
                 self.out.push(0);
                 return Some(());
@@ -197,8 +181,7 @@ impl Walk<'_> {
             let kind = header & 0x0f;
             let delta = header >> 4;
             let id = if delta == 0 {
-                let z = self.varint()?;
-                i16::try_from((z >> 1) as i64 ^ -((z & 1) as i64)).ok()?
+                i16::try_from(zigzag(self.input.varint()?)).ok()?
             } else {
                 last_in.checked_add(i16::from(delta))?
             };
@@ -245,14 +228,14 @@ impl Walk<'_> {
             return Some(false);
         }
         let mut peek = Walk {
-            input: self.input,
-            pos: self.pos,
+            input: Reader {
+                bytes: self.input.bytes,
+                at: self.input.at,
+            },
             out: Vec::new(),
             dropped: 0,
         };
-        let z = peek.varint()?;
-        let offset = (z >> 1) as i64 ^ -((z & 1) as i64);
-        Some(offset < 4)
+        Some(zigzag(peek.input.varint()?) < 4)
     }
 
     /// Whether a field declared `declared` arriving with wire type `kind` is what it
@@ -264,7 +247,7 @@ impl Walk<'_> {
             Scalar(t) => kind == t,
             Declared::Struct(_) => kind == wire::STRUCT,
             ListOf(_) | ListOfStruct(_) if kind == wire::LIST => {
-                let header = *self.input.get(self.pos)?;
+                let header = *self.input.bytes.get(self.input.at)?;
                 let (count, got) = (header >> 4, header & 0x0f);
                 match declared {
                     ListOf(want) => count == 0 || got == want,
@@ -286,28 +269,28 @@ impl Walk<'_> {
             wire::BOOL_TRUE | wire::BOOL_FALSE => {}
             wire::I8 => self.copy_bytes(1)?,
             wire::I16 | wire::I32 | wire::I64 => {
-                let v = self.varint()?;
+                let v = self.input.varint()?;
                 self.put_varint(v);
             }
             wire::DOUBLE => self.copy_bytes(8)?,
             wire::BINARY => {
-                let len = self.varint()?;
+                let len = self.input.varint()?;
                 self.put_varint(len);
                 self.copy_bytes(usize::try_from(len).ok()?)?;
             }
             wire::LIST | wire::SET => {
-                let header = self.byte()?;
+                let header = self.input.byte()?;
                 self.out.push(header);
                 let elem = header & 0x0f;
                 let count = if header >> 4 == 15 {
-                    let n = self.varint()?;
+                    let n = self.input.varint()?;
                     self.put_varint(n);
                     n
                 } else {
                     u64::from(header >> 4)
                 };
                 // Each element takes at least one byte (booleans one each in lists).
-                if count > (self.input.len() - self.pos) as u64 {
+                if count > (self.input.bytes.len() - self.input.at) as u64 {
                     return None;
                 }
                 for _ in 0..count {
@@ -315,15 +298,15 @@ impl Walk<'_> {
                 }
             }
             wire::MAP => {
-                let count = self.varint()?;
+                let count = self.input.varint()?;
                 self.put_varint(count);
                 if count == 0 {
                     return Some(());
                 }
-                if count > (self.input.len() - self.pos) as u64 {
+                if count > (self.input.bytes.len() - self.input.at) as u64 {
                     return None;
                 }
-                let kinds = self.byte()?;
+                let kinds = self.input.byte()?;
                 self.out.push(kinds);
                 for _ in 0..count {
                     self.copy_element(kinds >> 4, None, depth + 1)?;
@@ -346,9 +329,10 @@ impl Walk<'_> {
     }
 
     fn copy_bytes(&mut self, n: usize) -> Option<()> {
-        let end = self.pos.checked_add(n)?;
-        self.out.extend_from_slice(self.input.get(self.pos..end)?);
-        self.pos = end;
+        let end = self.input.at.checked_add(n)?;
+        self.out
+            .extend_from_slice(self.input.bytes.get(self.input.at..end)?);
+        self.input.at = end;
         Some(())
     }
 }
@@ -418,8 +402,7 @@ mod tests {
         // Locate it: the struct header of ColumnChunk field 3 is 0x1c after field 2
         // (delta 1, struct); scan for the stop of that struct with a walker.
         let mut walk = Walk {
-            input: f,
-            pos: 0,
+            input: Reader { bytes: f, at: 0 },
             out: Vec::new(),
             dropped: 0,
         };
@@ -439,23 +422,23 @@ mod tests {
         // FileMetaData fields until field 4 (row groups).
         let mut last = 0i16;
         loop {
-            let h = walk.byte()?;
+            let h = walk.input.byte()?;
             let id = last + i16::from(h >> 4);
             last = id;
             if id == 4 {
-                walk.byte()?; // list header: 1 row group
-                              // RowGroup field 1: list of column chunks.
-                walk.byte()?; // field header
-                walk.byte()?; // list header
-                              // ColumnChunk: fields until 3 (meta data).
+                walk.input.byte()?; // list header: 1 row group
+                                    // RowGroup field 1: list of column chunks.
+                walk.input.byte()?; // field header
+                walk.input.byte()?; // list header
+                                    // ColumnChunk: fields until 3 (meta data).
                 let mut last_cc = 0i16;
                 loop {
-                    let h = walk.byte()?;
+                    let h = walk.input.byte()?;
                     let id = last_cc + i16::from(h >> 4);
                     last_cc = id;
                     if id == 3 {
                         walk.copy_struct(None, 0)?;
-                        return Some(walk.pos - 1);
+                        return Some(walk.input.at - 1);
                     }
                     walk.copy_value(h & 0x0f, None, 0)?;
                 }
