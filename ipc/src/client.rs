@@ -340,19 +340,23 @@ impl DaemonClient {
         // others, or the daemon is gone. Requests have no side effect a second try could
         // repeat (a `Stop` twice is one stop): a daemon that answers a new connection
         // gets the request again; one that does not is dead or dying.
-        match open(&self.path) {
+        // A dying daemon can still accept (its listening socket closes last), so the
+        // second try failing the same way also means it is gone.
+        let answer = match open(&self.path) {
             Ok(stream) => {
                 self.stream = stream;
-                send(&mut self.stream, message, op)?;
-                read_message(&mut self.stream, Instant::now() + self.timeout, op)
+                send(&mut self.stream, message, op).and_then(|()| {
+                    read_message(&mut self.stream, Instant::now() + self.timeout, op)
+                })
             }
-            Err(_) => {
-                if let Some(pid) = crate::sys::peer_pid(&self.stream) {
-                    remove_rings_of_dead_daemon(pid);
-                }
-                answer
+            Err(_) => answer,
+        };
+        if let Err(ClientError::Closed { .. }) = answer {
+            if let Some(pid) = crate::sys::peer_pid(&self.stream) {
+                remove_rings_of_dead_daemon(pid);
             }
         }
+        answer
     }
 }
 
@@ -563,8 +567,10 @@ fn send(
 }
 
 /// How long a client whose daemon is gone waits for it to exit before it looks for
-/// the rings the daemon left (a daemon closing in good order removes its own).
-const DEAD_DAEMON_GRACE: Duration = Duration::from_millis(500);
+/// the rings the daemon left (a daemon closing in good order removes its own). The
+/// wait ends as soon as the process does (a SIGKILLed daemon's sockets close before
+/// its memory is torn down, which takes a while on a loaded machine).
+const DEAD_DAEMON_GRACE: Duration = Duration::from_secs(2);
 
 /// Removes the rings no scan attached to of daemon `pid` once it has exited: a daemon
 /// killed with SIGKILL cannot, and the next daemon to start may be far away.
