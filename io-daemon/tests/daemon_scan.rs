@@ -411,6 +411,9 @@ fn hostile_frames_get_an_error_and_the_daemon_lives() {
     old.version = 99;
     let mut bad_column = ScanRequest::new(table("t"));
     bad_column.projection = Some(vec!["nope".into()]);
+    // The ring's own rule, checked where the daemon creates it.
+    let mut odd_ring = ScanRequest::new(table("t"));
+    odd_ring.ring_capacity_bytes = 1 << 20 | 1000;
     let json = |r: &ScanRequest| serde_json::to_vec(&serde_json::json!({ "scan": r })).unwrap();
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (frame(b"garbage!"), "malformed"),
@@ -422,6 +425,7 @@ fn hostile_frames_get_an_error_and_the_daemon_lives() {
         (frame(&json(&old)), "version 99"),
         (frame(&json(&deep_request)), "deeper"),
         (frame(&json(&bad_column)), "unknown column"),
+        (frame(&json(&odd_ring)), "not a multiple of 4096"),
         (frame(br#""cancel""#), "only valid on a running scan"),
         (
             frame(br#"{"refine":{"predicate":{"and":[]}}}"#),

@@ -12,69 +12,7 @@ use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{ArrowError, Schema};
 use serde::{Deserialize, Serialize};
 
-/// One file or directory of a table as the daemon saw it: stat it again to learn
-/// whether it changed. Size and mtime alone miss a same-size rewrite that keeps its
-/// mtime (`cp -p`, `rsync -t`, `tar x`); the device and inode tell a replaced file
-/// apart, and the ctime (which no user call can set back) an overwrite in place.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileVersion {
-    /// Relative to the data directory.
-    pub path: PathBuf,
-    /// `st_size`.
-    pub size_bytes: u64,
-    /// `st_mtime`, nanoseconds since the Unix epoch (negative before it).
-    pub modified_ns: i128,
-    /// `st_dev`.
-    #[serde(default)]
-    pub device: u64,
-    /// `st_ino`.
-    #[serde(default)]
-    pub inode: u64,
-    /// `st_ctime`, nanoseconds since the Unix epoch.
-    #[serde(default)]
-    pub changed_ns: i128,
-}
-
-impl FileVersion {
-    /// The version of `path` (relative to the data directory) from its metadata.
-    pub fn from_metadata(path: PathBuf, meta: &std::fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
-        let modified_ns = meta
-            .modified()
-            .ok()
-            .map(|t| match t.duration_since(std::time::UNIX_EPOCH) {
-                Ok(d) => i128::try_from(d.as_nanos()).unwrap_or(i128::MAX),
-                Err(e) => -i128::try_from(e.duration().as_nanos()).unwrap_or(i128::MAX),
-            })
-            .unwrap_or(0);
-        Self {
-            path,
-            size_bytes: meta.len(),
-            modified_ns,
-            device: meta.dev(),
-            inode: meta.ino(),
-            changed_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-        }
-    }
-
-    /// Whether `self` and `other` are the same bytes of the same file as far as `stat`
-    /// can tell (the path aside).
-    pub fn same_contents(&self, other: &Self) -> bool {
-        (
-            self.size_bytes,
-            self.modified_ns,
-            self.device,
-            self.inode,
-            self.changed_ns,
-        ) == (
-            other.size_bytes,
-            other.modified_ns,
-            other.device,
-            other.inode,
-            other.changed_ns,
-        )
-    }
-}
+pub use crate::scan_data::FileVersion;
 
 /// What [`ClientMessage::Describe`](crate::msg::ClientMessage::Describe) answers.
 ///

@@ -79,8 +79,12 @@ mod producer;
 mod release;
 mod report;
 mod ring;
+pub mod scan_data;
 mod stale;
 mod sys;
+
+/// Version of the control protocol; bumped on incompatible changes.
+pub const PROTOCOL_VERSION: u32 = 1;
 
 pub use consumer::{Consumer, TryNext};
 pub use error::{Peer, RingError};

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use parquet::bloom_filter::Sbbf;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
-use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+use ringscan_ipc::scan_data::{CmpOp, Literal, Operand, Predicate};
 
 use super::column::{ColumnMap, Decode, LeafColumn};
 use super::eval::{evaluate, Outcomes, Stats};

@@ -7,7 +7,7 @@
 //! A set is pruned when TRUE is not among its outcomes. NOT needs the FALSE and NULL
 //! outcomes too, which is why a plain "may match" bit is not enough.
 
-use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+use ringscan_ipc::scan_data::{CmpOp, Literal, Operand, Predicate};
 
 /// The SQL outcomes a predicate may take on some row of a set of rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

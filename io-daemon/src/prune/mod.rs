@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
-use ringscan_ipc::msg::Predicate;
+use ringscan_ipc::scan_data::Predicate;
 
 pub use bloom::MAX_BLOOM_FILTER_BYTES;
 pub use page::PagePruning;

@@ -12,7 +12,7 @@ use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
-use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
+use ringscan_ipc::scan_data::{CmpOp, Literal, Predicate};
 
 use super::column::{range_from_column_index, ColumnMap, LeafColumn};
 use super::eval::{evaluate, Outcomes, Stats};

@@ -6,7 +6,7 @@
 //! statistics do. A text value compared with a literal of another type is parsed as that
 //! type, and a value that does not parse makes the comparison "maybe".
 
-use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
+use ringscan_ipc::scan_data::{CmpOp, Literal, Predicate};
 use ringscan_values::date::parse_date;
 
 use super::eval::{evaluate, Outcomes, Stats};
@@ -116,7 +116,7 @@ impl Stats for PartitionValues {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringscan_ipc::msg::Operand;
+    use ringscan_ipc::scan_data::Operand;
 
     fn eq(col: &str, lit: Literal) -> Predicate {
         Predicate::compare(col, CmpOp::Eq, lit)
@@ -254,7 +254,7 @@ mod tests {
 mod proptests {
     use super::*;
     use proptest::prelude::*;
-    use ringscan_ipc::msg::Operand;
+    use ringscan_ipc::scan_data::Operand;
 
     fn encode(s: &str) -> String {
         let mut out = String::new();

@@ -8,7 +8,7 @@
 //! a row group whose NaNs the predicate selects is never pruned.
 
 use arrow_schema::TimeUnit;
-use ringscan_ipc::msg::{CmpOp, Literal};
+use ringscan_ipc::scan_data::{CmpOp, Literal};
 use ringscan_values::float::cmp_f64;
 
 use super::eval::Outcomes;

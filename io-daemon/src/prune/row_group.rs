@@ -1,7 +1,7 @@
 //! Row-group pruning with column-chunk statistics.
 
 use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
-use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
+use ringscan_ipc::scan_data::{CmpOp, Literal, Predicate};
 
 use super::column::{range_from_statistics, ColumnMap};
 use super::eval::{evaluate, Outcomes, Stats};
