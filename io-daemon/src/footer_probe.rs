@@ -7,7 +7,8 @@
 //!   of the Thrift `FileMetaData` struct, found by walking its top-level fields with a
 //!   minimal, bounds-checked compact-protocol skipper.
 //!
-//! Only called after a file failed, so its cost does not matter.
+//! Only called after a file failed, so its cost does not matter. The same skipper
+//! vets every page header before the parquet crate reads it (scan/page_header.rs).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -128,7 +129,7 @@ impl Reader<'_> {
     }
 
     /// Skips one value of compact type `t`.
-    fn skip(&mut self, t: u8, depth: usize) -> Option<()> {
+    pub(crate) fn skip(&mut self, t: u8, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }

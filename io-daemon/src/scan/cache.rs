@@ -12,7 +12,7 @@ use parquet::file::metadata::{
     FileMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataBuilder, ParquetMetaDataReader,
 };
 
-use ringscan_ipc::msg::FileVersion;
+use ringscan_ipc::scan_data::FileVersion;
 
 use super::columns::ColumnCache;
 use super::derived::Derived;
@@ -202,7 +202,7 @@ impl MetadataCache {
             {
                 Ok(meta) => Ok(meta),
                 // Refused: a field of the wrong type, which other readers skip, may be
-                // all that is wrong (see `footer_repair`).
+                // all that is wrong (see `thrift_walk`).
                 Err(refused) => repaired_footer(file).ok_or(refused).map_err(corrupt),
             }
         })?;
@@ -292,7 +292,7 @@ fn repaired_footer(file: &File) -> Option<ParquetMetaData> {
     else {
         return None;
     };
-    let (fixed, _dropped) = super::footer_repair::repair(&footer)?;
+    let (fixed, _dropped) = super::thrift_walk::repair(&footer)?;
     ParquetMetaDataReader::decode_metadata(&fixed).ok()
 }
 

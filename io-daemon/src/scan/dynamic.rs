@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use ringscan_ipc::msg::Predicate;
+use ringscan_ipc::scan_data::Predicate;
 
 /// A filter shared (`Arc`) between a scan and whoever learns, while it runs, that fewer
 /// rows can matter. The scan consults [`current`](Self::current) before scheduling each

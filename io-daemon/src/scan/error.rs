@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use arrow_schema::{ArrowError, DataType};
 use parquet::errors::ParquetError;
-use ringscan_ipc::msg::Literal;
+use ringscan_ipc::scan_data::Literal;
 
 use crate::error::PruneError;
 

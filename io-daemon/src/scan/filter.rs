@@ -26,7 +26,7 @@ use arrow_array::{
 };
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::{ArrowError, DataType, TimeUnit};
-use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
+use ringscan_ipc::scan_data::{CmpOp, Literal, Operand, Predicate};
 use ringscan_values::float::{canonical_f64, needs_canonical_f64};
 
 use super::ScanError;

@@ -1,16 +1,20 @@
 //! The scan path: files in, pruned, decoded, filtered and projected Arrow batches out.
 //!
-//! Planning, on the calling thread, file by file as the pipeline needs work: partition
-//! pruning from the hive path; the footer from the [`MetadataCache`]; row-group pruning by
-//! statistics then bloom filters; page pruning into a `RowSelection`; one task per
-//! surviving row group.
+//! Planning (`plan`), on the calling thread, file by file as the pipeline needs work:
+//! partition pruning from the hive path; the footer from the [`MetadataCache`]; the
+//! file's access plan (row-group pruning by statistics then bloom filters, page pruning
+//! into a `RowSelection`); one task per surviving row group.
 //!
 //! Execution, on a small pool of worker threads: each task reads the byte ranges of the
 //! column chunks it needs (only the surviving pages) through a [`ByteRangeSource`]
 //! (positional reads for local files, [`LocalFile`], or zero-copy slices of a memory map,
 //! [`MappedFile`], safe when the file is truncated under it: see [`IoMode`]), decodes them, evaluates the
 //! predicate with Arrow kernels (SQL three-valued logic: only TRUE rows pass) and decodes
-//! the other output columns late, only for passing rows, when that pays (see `task`).
+//! the other output columns late, only for passing rows, when that pays (see `task`:
+//! `fetch`, `decode`, `dedupe` and the phases in between). Every page header is vetted
+//! by ringscan's own bounded Thrift walk before the parquet crate reads it
+//! (`page_header`, `thrift_walk`): the crate spins or allocates on what a hostile one
+//! claims.
 //! At most `threads + prefetch_row_groups` tasks, and about `prefetch_bytes` of decoded
 //! data, are in flight, so reading and decoding row group k+1 overlaps handing row group
 //! k to the sink. Each task streams its batches to the coordinator as they are decoded,
@@ -30,16 +34,17 @@ mod dynamic;
 mod error;
 mod file;
 mod filter;
-mod footer_repair;
 #[allow(
     unsafe_code,
     reason = "memory maps and the SIGBUS handler that guards them"
 )]
 mod mmap_guard;
+mod page_header;
 mod page_index;
 mod plan;
 mod source;
 mod task;
+mod thrift_walk;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -49,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-use ringscan_ipc::msg::{Predicate, ScanSummary};
+use ringscan_ipc::scan_data::{Predicate, ScanSummary};
 
 pub use cache::{CacheStats, MetadataCache};
 pub use columns::{ColumnCache, ColumnCacheStats};

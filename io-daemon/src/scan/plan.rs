@@ -12,7 +12,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
 };
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataBuilder};
-use ringscan_ipc::msg::{Predicate, ScanSummary};
+use ringscan_ipc::scan_data::{Predicate, ScanSummary};
 
 use super::page_index::{IndexKey, IndexKind, IndexLoad, SparsePageIndex};
 use super::source::{ByteRangeSource, IoMode, IoStats, LocalFile, MappedFile, Prefetched};
@@ -78,6 +78,38 @@ pub(crate) fn plan_file(
     result
 }
 
+/// The columns of one scan of one file.
+struct Columns {
+    /// Output column names, in order.
+    output: Vec<String>,
+    /// File root columns the predicate reads (sorted).
+    pred_roots: Vec<usize>,
+    /// Output file root columns the predicate does not read (sorted).
+    rest_roots: Vec<usize>,
+    /// Partition columns (not in the file) the predicate references.
+    pred_partitions: Vec<String>,
+    /// Partition columns (not in the file) the output references.
+    out_partitions: Vec<String>,
+}
+
+/// One row group a scan reads, and which of its rows.
+#[derive(Debug)]
+pub(crate) struct RowGroupAccess {
+    pub(crate) row_group: usize,
+    /// Rows the page index leaves (covering the whole row group); `None`: all.
+    pub(crate) selection: Option<RowSelection>,
+    /// Rows selected.
+    pub(crate) rows: u64,
+}
+
+/// How a scan reads one file: the row groups that survive pruning, in file order, and
+/// the page indexes loaded on the way (the reader skips pages by their offset indexes).
+#[derive(Debug, Default)]
+pub(crate) struct AccessPlan {
+    pub(crate) row_groups: Vec<RowGroupAccess>,
+    pub(crate) page_index: SparsePageIndex,
+}
+
 fn plan_inner(
     spec: &ScanSpec<'_>,
     partition_types: &PartitionTypes,
@@ -127,9 +159,73 @@ fn plan_inner(
     };
     let derived = cache.derived(&footer, path)?;
     let arrow_meta = derived.arrow.clone();
-    let file_schema = Arc::clone(arrow_meta.schema());
+    let columns = resolve_columns(spec, path, arrow_meta.schema(), &partitions)?;
+    let access = access_plan(
+        spec,
+        path,
+        cache,
+        &footer,
+        &source,
+        &derived.columns,
+        &columns,
+        summary,
+    )?;
+    if access.row_groups.is_empty() {
+        summary.files_pruned += 1;
+        return Ok(Vec::new());
+    }
 
-    // Columns: the output ones, and the file roots to decode.
+    // The reader skips pages by the offset indexes in the metadata it is given: the
+    // footer with exactly the loaded page indexes (a cheap copy; indexes are shared).
+    let cached_footer = Arc::clone(&footer);
+    let (meta, arrow_meta) = match access.page_index.dense_offset_index(&footer) {
+        None => (footer, arrow_meta),
+        Some(offset_index) => {
+            let meta = Arc::new(
+                ParquetMetaDataBuilder::new_from_metadata((*footer).clone())
+                    .set_offset_index(Some(offset_index))
+                    .build(),
+            );
+            let arrow_meta = guard_panic(path, || {
+                ArrowReaderMetadata::try_new(Arc::clone(&meta), ArrowReaderOptions::new())
+                    .map_err(corrupt)
+            })?;
+            (meta, arrow_meta)
+        }
+    };
+    let arrow_meta = if spec.distinct {
+        guard_panic(path, || {
+            strings_as_dictionaries(&meta, &arrow_meta, &columns.rest_roots).map_err(corrupt)
+        })?
+    } else {
+        arrow_meta
+    };
+    let ctx = Arc::new(FileCtx {
+        path: path.to_path_buf(),
+        source,
+        meta: Arc::clone(&meta),
+        footer: cached_footer,
+        arrow_meta,
+        columns: Arc::clone(&derived.columns),
+        partitions,
+        pred_partitions: columns.pred_partitions,
+        out_partitions: columns.out_partitions,
+        output: columns.output,
+        pred_roots: columns.pred_roots,
+        rest_roots: columns.rest_roots,
+        output_schema: OnceLock::new(),
+    });
+    Ok(tasks(&ctx, access.row_groups))
+}
+
+/// The output columns and the file's root columns to decode; a column that is neither
+/// in the file nor a partition column is an error.
+fn resolve_columns(
+    spec: &ScanSpec<'_>,
+    path: &Path,
+    file_schema: &SchemaRef,
+    partitions: &PartitionValues,
+) -> Result<Columns, ScanError> {
     let unknown = |column: &str| ScanError::UnknownColumn {
         file: path.to_path_buf(),
         column: column.to_owned(),
@@ -174,160 +270,143 @@ fn plan_inner(
     }
     pred_roots.sort_unstable();
     rest_roots.sort_unstable();
+    Ok(Columns {
+        output,
+        pred_roots,
+        rest_roots,
+        pred_partitions,
+        out_partitions,
+    })
+}
 
-    // Pruning.
-    let meta = &footer;
+/// Prunes the file's row groups (statistics, bloom filters, then pages by the column
+/// indexes) and loads the page indexes that pruning and page-level IO need: the
+/// predicate columns' (both kinds) for the row groups statistics and bloom filters
+/// keep, then the other read columns' offset indexes for the row groups that survive.
+#[allow(clippy::too_many_arguments)]
+fn access_plan(
+    spec: &ScanSpec<'_>,
+    path: &Path,
+    cache: &MetadataCache,
+    footer: &Arc<ParquetMetaData>,
+    source: &Arc<dyn ByteRangeSource>,
+    column_map: &Arc<crate::prune::ColumnMap>,
+    columns: &Columns,
+    summary: &mut ScanSummary,
+) -> Result<AccessPlan, ScanError> {
+    let meta = &**footer;
     let num_row_groups = meta.num_row_groups();
-    // Page indexes, loaded as pruning needs them: the predicate columns' (both kinds) for
-    // the row groups statistics and bloom filters keep, then the other read columns'
-    // offset indexes for the row groups that survive, for page-level IO.
-    let mut page_index = SparsePageIndex::default();
-    let mut index_load = IndexLoad::default();
     summary.row_groups_considered += num_row_groups as u64;
-    let mut surviving: Vec<(usize, Option<RowSelection>, u64)> = Vec::new();
-    match spec.predicate {
-        None => {
-            for g in 0..num_row_groups {
-                let rows = u64::try_from(meta.row_group(g).num_rows()).unwrap_or(0);
-                surviving.push((g, None, rows));
-            }
-        }
-        Some(pred) => {
-            let mut pruner = FilePruner::with_columns(
-                meta,
-                Arc::clone(&derived.columns),
-                path.display().to_string(),
-            );
-            let by_stats = pruner.row_groups(pred);
-            summary.row_groups_pruned_by_stats += (num_row_groups - by_stats.kept.len()) as u64;
-            let stats = Arc::new(IoStats::default());
-            let direct = Prefetched::direct(Arc::clone(&source), Arc::clone(&stats));
-            let by_bloom = guard_panic(path, || {
-                Ok(pruner.bloom_filters(&direct, pred, &by_stats.kept)?)
-            });
-            // Zeros read from a shrunken mapping would make an empty filter, which prunes
-            // every row group: check before believing it.
-            if source.verify_intact().is_err() {
-                return Err(ScanError::Truncated {
-                    file: path.to_path_buf(),
-                });
-            }
-            let by_bloom = by_bloom?;
-            summary.bytes_read += stats.bytes.load(std::sync::atomic::Ordering::Relaxed);
-            summary.timings.io_us += stats.micros.load(std::sync::atomic::Ordering::Relaxed);
-            summary.row_groups_pruned_by_bloom +=
-                (by_stats.kept.len() - by_bloom.kept.len()) as u64;
-            let pred_leaves = leaves(meta, &pred_roots);
-            let wanted: Vec<IndexKey> = by_bloom
-                .kept
-                .iter()
-                .flat_map(|&g| {
-                    pred_leaves
-                        .iter()
-                        .flat_map(move |&c| [(g, c, IndexKind::Column), (g, c, IndexKind::Offset)])
-                })
-                .collect();
-            cache.page_indexes(
-                path,
-                &*source,
-                &footer,
-                &wanted,
-                &mut page_index,
-                &mut index_load,
-            )?;
-            pruner.set_page_index(Arc::new(page_index.clone()));
-            for g in by_bloom.kept {
-                let pages = pruner.pages(pred, g)?;
-                summary.pages_considered += pages.pages_considered as u64;
-                summary.pages_skipped += pages.pages_skipped as u64;
-                if pages.rows_selected == 0 {
-                    summary.row_groups_pruned_by_page_index += 1;
-                    continue;
-                }
-                let num_rows = usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0);
-                let selection = (pages.rows_selected < num_rows as u64).then(|| {
-                    // A row group's selection must cover the whole group: pad a short one.
-                    let mut selectors: Vec<RowSelector> = pages.selection.iter().copied().collect();
-                    let covered: usize = selectors.iter().map(|s| s.row_count).sum();
-                    if covered < num_rows {
-                        selectors.push(RowSelector::skip(num_rows - covered));
-                    }
-                    RowSelection::from(selectors)
-                });
-                surviving.push((g, selection, pages.rows_selected));
-            }
-            let rest_leaves = leaves(meta, &rest_roots);
-            let wanted: Vec<IndexKey> = surviving
-                .iter()
-                .flat_map(|&(g, _, _)| rest_leaves.iter().map(move |&c| (g, c, IndexKind::Offset)))
-                .collect();
-            cache.page_indexes(
-                path,
-                &*source,
-                &footer,
-                &wanted,
-                &mut page_index,
-                &mut index_load,
-            )?;
-        }
+    let mut plan = AccessPlan::default();
+    let Some(pred) = spec.predicate else {
+        plan.row_groups = (0..num_row_groups)
+            .map(|g| RowGroupAccess {
+                row_group: g,
+                selection: None,
+                rows: u64::try_from(meta.row_group(g).num_rows()).unwrap_or(0),
+            })
+            .collect();
+        return Ok(plan);
+    };
+    let mut index_load = IndexLoad::default();
+    let mut pruner =
+        FilePruner::with_columns(meta, Arc::clone(column_map), path.display().to_string());
+    let by_stats = pruner.row_groups(pred);
+    summary.row_groups_pruned_by_stats += (num_row_groups - by_stats.kept.len()) as u64;
+    let stats = Arc::new(IoStats::default());
+    let direct = Prefetched::direct(Arc::clone(source), Arc::clone(&stats));
+    let by_bloom = guard_panic(path, || {
+        Ok(pruner.bloom_filters(&direct, pred, &by_stats.kept)?)
+    });
+    // Zeros read from a shrunken mapping would make an empty filter, which prunes
+    // every row group: check before believing it.
+    if source.verify_intact().is_err() {
+        return Err(ScanError::Truncated {
+            file: path.to_path_buf(),
+        });
     }
+    let by_bloom = by_bloom?;
+    summary.bytes_read += stats.bytes.load(std::sync::atomic::Ordering::Relaxed);
+    summary.timings.io_us += stats.micros.load(std::sync::atomic::Ordering::Relaxed);
+    summary.row_groups_pruned_by_bloom += (by_stats.kept.len() - by_bloom.kept.len()) as u64;
+    let pred_leaves = leaves(meta, &columns.pred_roots);
+    let wanted: Vec<IndexKey> = by_bloom
+        .kept
+        .iter()
+        .flat_map(|&g| {
+            pred_leaves
+                .iter()
+                .flat_map(move |&c| [(g, c, IndexKind::Column), (g, c, IndexKind::Offset)])
+        })
+        .collect();
+    cache.page_indexes(
+        path,
+        &**source,
+        footer,
+        &wanted,
+        &mut plan.page_index,
+        &mut index_load,
+    )?;
+    pruner.set_page_index(Arc::new(plan.page_index.clone()));
+    for g in by_bloom.kept {
+        let pages = pruner.pages(pred, g)?;
+        summary.pages_considered += pages.pages_considered as u64;
+        summary.pages_skipped += pages.pages_skipped as u64;
+        if pages.rows_selected == 0 {
+            summary.row_groups_pruned_by_page_index += 1;
+            continue;
+        }
+        let num_rows = usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0);
+        let selection = (pages.rows_selected < num_rows as u64).then(|| {
+            // A row group's selection must cover the whole group: pad a short one.
+            let mut selectors: Vec<RowSelector> = pages.selection.iter().copied().collect();
+            let covered: usize = selectors.iter().map(|s| s.row_count).sum();
+            if covered < num_rows {
+                selectors.push(RowSelector::skip(num_rows - covered));
+            }
+            RowSelection::from(selectors)
+        });
+        plan.row_groups.push(RowGroupAccess {
+            row_group: g,
+            selection,
+            rows: pages.rows_selected,
+        });
+    }
+    let rest_leaves = leaves(meta, &columns.rest_roots);
+    let wanted: Vec<IndexKey> = plan
+        .row_groups
+        .iter()
+        .flat_map(|a| {
+            rest_leaves
+                .iter()
+                .map(move |&c| (a.row_group, c, IndexKind::Offset))
+        })
+        .collect();
+    cache.page_indexes(
+        path,
+        &**source,
+        footer,
+        &wanted,
+        &mut plan.page_index,
+        &mut index_load,
+    )?;
     summary.bytes_read += index_load.bytes_read;
     summary.timings.io_us += index_load.io_us;
     summary.page_index_bytes_read += index_load.bytes_read;
     summary.column_indexes_loaded += index_load.column_indexes_loaded;
     summary.offset_indexes_loaded += index_load.offset_indexes_loaded;
     summary.page_index_cache_hits += index_load.cache_hits;
-    summary.row_groups_pruned += (num_row_groups - surviving.len()) as u64;
-    if surviving.is_empty() {
-        summary.files_pruned += 1;
-        return Ok(Vec::new());
-    }
+    summary.row_groups_pruned += (num_row_groups - plan.row_groups.len()) as u64;
+    Ok(plan)
+}
 
-    // The reader skips pages by the offset indexes in the metadata it is given: the
-    // footer with exactly the loaded page indexes (a cheap copy; indexes are shared).
-    let cached_footer = Arc::clone(&footer);
-    let (meta, arrow_meta) = match page_index.dense_offset_index(&footer) {
-        None => (footer, arrow_meta),
-        Some(offset_index) => {
-            let meta = Arc::new(
-                ParquetMetaDataBuilder::new_from_metadata((*footer).clone())
-                    .set_offset_index(Some(offset_index))
-                    .build(),
-            );
-            let arrow_meta = guard_panic(path, || {
-                ArrowReaderMetadata::try_new(Arc::clone(&meta), ArrowReaderOptions::new())
-                    .map_err(corrupt)
-            })?;
-            (meta, arrow_meta)
-        }
-    };
-    let arrow_meta = if spec.distinct {
-        guard_panic(path, || {
-            strings_as_dictionaries(&meta, &arrow_meta, &rest_roots).map_err(corrupt)
-        })?
-    } else {
-        arrow_meta
-    };
-    let ctx = Arc::new(FileCtx {
-        path: path.to_path_buf(),
-        source,
-        meta: Arc::clone(&meta),
-        footer: cached_footer,
-        arrow_meta,
-        columns: Arc::clone(&derived.columns),
-        partitions,
-        pred_partitions,
-        out_partitions,
-        output,
-        pred_roots,
-        rest_roots,
-        output_schema: OnceLock::new(),
-    });
-    let schema = meta.file_metadata().schema_descr();
-    Ok(surviving
+/// One task per row group of `access`, with its share of the decoded bytes.
+fn tasks(ctx: &Arc<FileCtx>, access: Vec<RowGroupAccess>) -> Vec<RgTask> {
+    let schema = ctx.meta.file_metadata().schema_descr();
+    access
         .into_iter()
-        .map(|(g, selection, rows)| {
-            let rg = meta.row_group(g);
+        .map(|a| {
+            let rg = ctx.meta.row_group(a.row_group);
             let total = u64::try_from(rg.num_rows()).unwrap_or(0).max(1);
             let bytes: u64 = (0..rg.num_columns())
                 .filter(|&c| {
@@ -337,15 +416,15 @@ fn plan_inner(
                 .map(|c| u64::try_from(rg.column(c).uncompressed_size()).unwrap_or(0))
                 .fold(0u64, u64::saturating_add);
             RgTask {
-                file: Arc::clone(&ctx),
-                row_group: g,
-                selection,
-                rows,
+                file: Arc::clone(ctx),
+                row_group: a.row_group,
+                selection: a.selection,
+                rows: a.rows,
                 limit: None,
-                estimated_bytes: bytes.saturating_mul(rows) / total,
+                estimated_bytes: bytes.saturating_mul(a.rows) / total,
             }
         })
-        .collect())
+        .collect()
 }
 
 /// `arrow_meta` reading the string and binary columns among `roots` (top-level, not
