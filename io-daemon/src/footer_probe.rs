@@ -118,6 +118,11 @@ impl Reader<'_> {
         None
     }
 
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> u64 {
+        (self.bytes.len() - self.at) as u64
+    }
+
     fn advance(&mut self, n: u64) -> Option<()> {
         let n = usize::try_from(n).ok()?;
         let end = self.at.checked_add(n)?;

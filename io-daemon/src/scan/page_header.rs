@@ -13,7 +13,7 @@
 //!   allocation aborts the whole daemon (`regression-dictionary-claims-8-gib`).
 //!
 //! [`PageHeaders::vet`] accepts a header only if it is one the crate reads as the spec
-//! does and ends within the input ([`thrift_walk::page_header_len`]), and a dictionary
+//! does and ends within the input ([`thrift_walk::page_header`]), and a dictionary
 //! page only if its count fits its size: a plain value of the column's physical type
 //! takes at least so many bits. Both hold for every valid file, so a header they
 //! refuse is one the file could not have meant.
@@ -24,7 +24,6 @@ use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::RowGroupMetaData;
 
 use super::thrift_walk;
-use crate::footer_probe::{zigzag, Reader};
 
 /// Where the decoder will find page headers in the column chunks it reads.
 #[derive(Debug, Default)]
@@ -77,8 +76,7 @@ impl PageHeaders {
     /// Checks the page header at byte `at`, the first of `bytes` (which run to the end
     /// of what the decoder may read there).
     pub(crate) fn vet(&self, at: u64, bytes: &[u8]) -> Result<(), String> {
-        let Some(header) = thrift_walk::page_header_len(bytes).and_then(|_| Header::read(bytes))
-        else {
+        let Some(header) = thrift_walk::page_header(bytes) else {
             return Err(format!(
                 "the page header at byte {at} is malformed or claims more than the {} bytes \
                  that follow it",
@@ -109,60 +107,6 @@ impl PageHeaders {
             .filter(|(r, _)| r.contains(&at))
             .map_or(1, |&(_, bits)| bits)
     }
-}
-
-/// What vetting needs of a `PageHeader` (parquet.thrift).
-#[derive(Debug, Default, PartialEq)]
-struct Header {
-    /// Field 2, `uncompressed_page_size`.
-    uncompressed_size: Option<i64>,
-    /// Field 7 (`dictionary_page_header`), its field 1 (`num_values`).
-    dictionary_values: Option<i64>,
-}
-
-impl Header {
-    /// The fields of a header that [`thrift_walk::page_header_len`] accepted.
-    fn read(bytes: &[u8]) -> Option<Self> {
-        let mut r = Reader { bytes, at: 0 };
-        let mut header = Self::default();
-        let mut last = 0i16;
-        while let Some((kind, id)) = field(&mut r, &mut last)? {
-            match (id, kind) {
-                (2, 5) => header.uncompressed_size = Some(zigzag(r.varint()?)),
-                (7, 12) => header.dictionary_values = dictionary_values(&mut r)?,
-                _ => r.skip(kind, 1)?,
-            }
-        }
-        Some(header)
-    }
-}
-
-/// Field 1 of the `DictionaryPageHeader` struct the reader is in.
-fn dictionary_values(r: &mut Reader<'_>) -> Option<Option<i64>> {
-    let mut values = None;
-    let mut last = 0i16;
-    while let Some((kind, id)) = field(r, &mut last)? {
-        match (id, kind) {
-            (1, 5) => values = Some(zigzag(r.varint()?)),
-            _ => r.skip(kind, 2)?,
-        }
-    }
-    Some(values)
-}
-
-/// The next field header of a struct: `(compact type, field id)`, or `None` at the
-/// struct's stop byte (the outer `None`: malformed).
-fn field(r: &mut Reader<'_>, last: &mut i16) -> Option<Option<(u8, i16)>> {
-    let header = r.byte()?;
-    if header == 0 {
-        return Some(None);
-    }
-    let id = match header >> 4 {
-        0 => i16::try_from(zigzag(r.varint()?)).ok()?,
-        delta => last.checked_add(i16::from(delta))?,
-    };
-    *last = id;
-    Some(Some((header & 0x0f, id)))
 }
 
 /// A row group of one required INT64 column (for tests).
@@ -209,25 +153,21 @@ mod tests {
         let h = dictionary_header(0x40, &[0x08]);
         let mut bytes = h.clone();
         bytes.extend_from_slice(&[0xaa; 32]);
-        let header = Header::read(&bytes).expect("well formed");
+        let header = thrift_walk::page_header(&bytes).expect("well formed");
         assert_eq!(
             header,
-            Header {
+            thrift_walk::PageHeaderFacts {
+                len: h.len(),
                 uncompressed_size: Some(32),
                 dictionary_values: Some(4),
             }
         );
-        assert_eq!(thrift_walk::page_header_len(&bytes), Some(h.len()));
-        assert_eq!(
-            thrift_walk::page_header_len(&h[..h.len() - 1]),
-            None,
-            "no stop"
-        );
+        assert_eq!(thrift_walk::page_header(&h[..h.len() - 1]), None, "no stop");
     }
 
     #[test]
     fn sizes_past_the_end_are_refused() {
-        let len = thrift_walk::page_header_len;
+        let len = |b: &[u8]| thrift_walk::page_header(b).map(|h| h.len);
         // Field 9 (unknown) list<double> claiming 2^31 elements, then the end.
         assert_eq!(len(&[0x99, 0xf7, 0x80, 0x80, 0x80, 0x80, 0x08]), None);
         // Field 9 binary of length 2^62.
