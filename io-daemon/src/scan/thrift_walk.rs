@@ -217,7 +217,8 @@ pub(crate) struct PageHeaderFacts {
 /// The `PageHeader` at the start of `bytes`, if it is well formed, ends within `bytes`,
 /// and is read the same by the parquet crate as by the spec (see the module's
 /// documentation); `None` otherwise. One pass, nothing copied: it runs for every page
-/// a scan decodes (about 60 ns for a data page header with statistics).
+/// a scan decodes (95-150 ns for a 44-byte data page header with statistics, with
+/// `PageHeaders::vet` around it, in a release build on the 2-core dev VM).
 pub(crate) fn page_header(bytes: &[u8]) -> Option<PageHeaderFacts> {
     let mut r = Reader { bytes, at: 0 };
     let mut facts = PageHeaderFacts::default();
