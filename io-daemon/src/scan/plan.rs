@@ -93,21 +93,20 @@ struct Columns {
 }
 
 /// One row group a scan reads, and which of its rows.
-#[derive(Debug)]
-pub(crate) struct RowGroupAccess {
-    pub(crate) row_group: usize,
+struct RowGroupAccess {
+    row_group: usize,
     /// Rows the page index leaves (covering the whole row group); `None`: all.
-    pub(crate) selection: Option<RowSelection>,
+    selection: Option<RowSelection>,
     /// Rows selected.
-    pub(crate) rows: u64,
+    rows: u64,
 }
 
 /// How a scan reads one file: the row groups that survive pruning, in file order, and
 /// the page indexes loaded on the way (the reader skips pages by their offset indexes).
-#[derive(Debug, Default)]
-pub(crate) struct AccessPlan {
-    pub(crate) row_groups: Vec<RowGroupAccess>,
-    pub(crate) page_index: SparsePageIndex,
+#[derive(Default)]
+struct AccessPlan {
+    row_groups: Vec<RowGroupAccess>,
+    page_index: SparsePageIndex,
 }
 
 fn plan_inner(
