@@ -32,6 +32,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Run a SQL query over a table or files of the data directory.
     Query(cmd::query::QueryArgs),
+    /// Serve SQL to PostgreSQL clients (psql, psycopg, JDBC) over the wire protocol.
+    Serve(cmd::serve::ServeArgs),
     /// Write a deterministic synthetic Parquet dataset (ohlcv, contacts, wide).
     Generate(cmd::generate::GenerateArgs),
     /// Show recorded runs (counters, wall time, rows/s) and compare two of them.
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
     let result = std::panic::catch_unwind(move || match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Query(args) => cmd::query::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Generate(args) => cmd::generate::run(args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Bench(args) => cmd::bench::run(args),

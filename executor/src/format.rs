@@ -87,8 +87,8 @@ fn is_numeric(t: &DataType) -> bool {
     t.is_numeric()
 }
 
-/// The text of row `i` of `a` (`None` for NULL).
-pub(crate) fn cell(a: &dyn Array, i: usize) -> Option<String> {
+/// The text of row `i` of `a` as DuckDB prints it (`None` for NULL).
+pub fn cell(a: &dyn Array, i: usize) -> Option<String> {
     if a.is_null(i) {
         return None;
     }

@@ -9,3 +9,4 @@ pub(crate) mod demo;
 pub(crate) mod generate;
 pub(crate) mod query;
 pub(crate) mod runs;
+pub(crate) mod serve;

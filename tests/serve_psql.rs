@@ -1,0 +1,194 @@
+//! `ringscan serve` with a real client: psql connects over TCP on loopback and its
+//! answers equal `ringscan query`'s on the same files; errors carry their SQLSTATE;
+//! SIGTERM stops the host with status 0. Skipped (with a line saying so) where psql is
+//! not installed, unless `RINGSCAN_REQUIRE_INTEROP` is set.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cli::{ringscan, DaemonGuard};
+
+/// A running `ringscan serve`, logging to a file (never the test's own output), killed
+/// if the test fails before it stops it.
+struct Host {
+    child: Child,
+    port: u16,
+}
+
+impl Host {
+    fn start(data: &Path, log: &Path) -> Self {
+        let out = std::fs::File::create(log).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .expect("spawn ringscan serve");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            if let Some(port) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("listening on 127.0.0.1:"))
+            {
+                let port = port.trim().parse().expect("port");
+                return Self { child, port };
+            }
+            assert!(Instant::now() < deadline, "no 'listening on' line: {text}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `psql -At` (unaligned, tuples only) of `sql`: (status ok, stdout, stderr).
+    fn psql(&self, sql: &str) -> (bool, String, String) {
+        self.psql_commands(&[sql])
+    }
+
+    /// `psql -At -c C1 -c C2...`.
+    fn psql_commands(&self, commands: &[&str]) -> (bool, String, String) {
+        let out = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At", "-F", ","])
+            .args(["-v", "ON_ERROR_STOP=1"])
+            .args(commands.iter().flat_map(|c| ["-c", c]))
+            .env("PGCONNECT_TIMEOUT", "10")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run psql");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn have_psql() -> bool {
+    let found = Command::new("psql")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os("RINGSCAN_REQUIRE_INTEROP").is_none(),
+            "psql is not installed and RINGSCAN_REQUIRE_INTEROP is set"
+        );
+        eprintln!("SKIPPED serve_psql: psql is not installed");
+    }
+    found
+}
+
+/// `ringscan query --format csv` of `sql`, its header dropped: what psql -At -F, prints
+/// for the same rows, but for the spelling of booleans (PostgreSQL's t/f).
+fn query_csv(data: &Path, sql: &str) -> String {
+    let out = ringscan(&["query", "--format", "csv", sql], data);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().skip(1).map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
+    if !have_psql() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
+    assert!(generated.status.success(), "{generated:?}");
+    let _daemon = DaemonGuard(&data);
+    let mut host = Host::start(&data, &dir.path().join("serve.log"));
+
+    for sql in [
+        "SELECT symbol, count(*) AS n, round(avg(close), 4) AS c, min(ts) AS first \
+         FROM ohlcv GROUP BY symbol ORDER BY symbol",
+        "SELECT symbol, ts, close, volume FROM ohlcv WHERE close >= 460 ORDER BY close DESC, ts, symbol \
+         LIMIT 50",
+        "SELECT count(*) FROM ohlcv WHERE symbol = 'AAPL' AND volume IS NOT NULL",
+    ] {
+        let (ok, wire, err) = host.psql(sql);
+        assert!(ok, "{sql}: {err}");
+        assert_eq!(wire, query_csv(&data, sql), "{sql}");
+        assert!(!wire.is_empty(), "{sql}: no rows to compare");
+    }
+
+    // PostgreSQL's spellings: booleans t/f, NULL as nothing, doubles without ".0".
+    let (ok, wire, err) = host.psql("SELECT true, false, NULL, 2.0::double, 'a''b'");
+    assert!(ok, "{err}");
+    assert_eq!(wire, "t,f,,2,a'b\n");
+
+    // Several statements in one query, and a transaction bracket (psql prints each
+    // statement's result, command tags included, as with PostgreSQL).
+    let (ok, wire, err) = host.psql("BEGIN; SELECT count(*) FROM ohlcv; COMMIT");
+    assert!(ok, "{err}");
+    assert_eq!(wire, "BEGIN\n20000\nCOMMIT\n");
+
+    // Errors: one message naming the cause, its SQLSTATE, and the session lives on.
+    for (sql, code) in [
+        ("SELECT nope FROM ohlcv", "42703"),
+        ("SELECT * FROM missing_table", "42P01"),
+        ("SELEKT 1", "42601"),
+    ] {
+        let (ok, _, err) = host.psql_commands(&["\\set VERBOSITY verbose", sql]);
+        assert!(!ok, "{sql} succeeded");
+        assert!(
+            err.contains(code),
+            "{sql}: wanted SQLSTATE {code} in: {err}"
+        );
+    }
+    let (ok, wire, _) = host.psql("SELECT 1 + 1");
+    assert!(ok);
+    assert_eq!(wire, "2\n");
+
+    // SIGTERM: the listener stops and the host exits 0.
+    let pid = host.child.id();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = host.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_non_loopback_address_without_a_password_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let out = ringscan(&["serve", "--listen", "0.0.0.0:0"], &data);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing to listen on 0.0.0.0:0") && err.contains("loopback"),
+        "{err}"
+    );
+}
