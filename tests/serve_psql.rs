@@ -29,6 +29,8 @@ impl Host {
             .stderr(out)
             .spawn()
             .expect("spawn ringscan serve");
+        // Owned by the guard from here: a failure below kills and reaps it.
+        let mut host = Self { child, port: 0 };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -36,8 +38,8 @@ impl Host {
                 .lines()
                 .find_map(|l| l.strip_prefix("listening on 127.0.0.1:"))
             {
-                let port = port.trim().parse().expect("port");
-                return Self { child, port };
+                host.port = port.trim().parse().expect("port");
+                return host;
             }
             assert!(Instant::now() < deadline, "no 'listening on' line: {text}");
             std::thread::sleep(Duration::from_millis(20));
