@@ -19,11 +19,12 @@ struct Host {
 }
 
 impl Host {
-    fn start(data: &Path, log: &Path) -> Self {
+    fn start(data: &Path, log: &Path, options: &[&str]) -> Self {
         let out = std::fs::File::create(log).expect("log");
         let child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data"])
             .arg(data)
+            .args(options)
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log"))
             .stderr(out)
@@ -117,7 +118,7 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
     let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
     assert!(generated.status.success(), "{generated:?}");
     let _daemon = DaemonGuard(&data);
-    let mut host = Host::start(&data, &dir.path().join("serve.log"));
+    let mut host = Host::start(&data, &dir.path().join("serve.log"), &[]);
 
     for sql in [
         "SELECT symbol, count(*) AS n, round(avg(close), 4) AS c, min(ts) AS first \
@@ -179,6 +180,40 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked() {
+    let Some(python) = common::python::python_or_skip("serve_psycopg") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
+    assert!(generated.status.success(), "{generated:?}");
+    let _daemon = DaemonGuard(&data);
+    let host = Host::start(
+        &data,
+        &dir.path().join("serve.log"),
+        &["--max-connections", "4"],
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve/psycopg_check.py");
+    let glob = format!("{}/ohlcv/**/*.parquet", data.display());
+    let out = Command::new(python)
+        .arg(&script)
+        .args([host.port.to_string().as_str(), glob.as_str(), "4"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the psycopg check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "psycopg check failed:\n{stdout}\n{stderr}\nhost log:\n{log}"
+    );
+    eprintln!("{stdout}");
+    assert!(stdout.contains("ok connection 5 refused"), "{stdout}");
 }
 
 #[test]

@@ -1,23 +1,21 @@
-//! One client connection: its SQL session and the protocol handlers that drive it.
+//! One client connection: its SQL session, its session parameters, and what runs a
+//! statement for either protocol (simple or extended).
 
-use std::fmt::Debug;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use arrow_array::RecordBatch;
-use async_trait::async_trait;
-use futures::{stream, Sink};
-use pgwire::api::auth::noop::NoopStartupHandler;
-use pgwire::api::query::SimpleQueryHandler;
-use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
-use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
-use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
-use pgwire::messages::data::DataRow;
-use pgwire::messages::PgWireBackendMessage;
-use ringscan_executor::engine::{split_statements, EngineError, EngineOptions, SqlSession};
+use pgwire::api::portal::Format;
+use pgwire::api::results::{Response, Tag};
+use pgwire::api::ConnectionManager;
+use pgwire::error::ErrorInfo;
+use ringscan_executor::engine::{EngineError, EngineOptions, Interrupt, Param, SqlSession};
 use ringscan_executor::QueryOutcome;
 
-use crate::text::{pg_type, text};
+use crate::rows;
+use crate::settings::{Refused, Settings};
+use crate::statement::Class;
 
 /// Starts the data directory's IO daemon when no daemon answers.
 pub type Spawn = Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;
@@ -27,36 +25,114 @@ pub(crate) struct Shared {
     pub(crate) data: PathBuf,
     pub(crate) engine: EngineOptions,
     pub(crate) spawn: Spawn,
+    /// Cancel requests find their connection here.
+    pub(crate) manager: Arc<ConnectionManager>,
+    /// Connections accepted and not yet closed.
+    pub(crate) open: AtomicUsize,
+    /// Past this many, a new connection is refused with SQLSTATE 53300.
+    pub(crate) max_connections: usize,
 }
 
-/// One connection's handlers and session.
-pub(crate) struct Connection {
+/// A counted connection: the count drops when it closes.
+pub(crate) struct Slot {
     shared: Arc<Shared>,
-    /// Opened on the first statement; used on a blocking thread, one statement at a
-    /// time (the protocol runs a connection's statements in order).
-    session: Arc<Mutex<Option<SqlSession>>>,
+    /// Its number among the open connections, from 1.
+    pub(crate) number: usize,
 }
 
-impl Connection {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+impl Slot {
+    pub(crate) fn take(shared: &Arc<Shared>) -> Self {
+        let number = shared.open.fetch_add(1, Ordering::SeqCst) + 1;
         Self {
-            shared,
-            session: Arc::new(Mutex::new(None)),
+            shared: Arc::clone(shared),
+            number,
         }
     }
 
-    /// Runs one statement on the session, opening it first if need be.
-    async fn run(&self, sql: String) -> Result<QueryOutcome, EngineError> {
+    /// Whether this connection is one too many.
+    pub(crate) fn over_limit(&self) -> bool {
+        self.number > self.shared.max_connections
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.shared.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One connection's state, shared by its protocol handlers.
+pub(crate) struct Connection {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) slot: Slot,
+    /// Opened on the first statement that needs the engine; used on a blocking
+    /// thread, one statement at a time.
+    session: Arc<Mutex<Option<SqlSession>>>,
+    pub(crate) settings: Mutex<Settings>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // A session owns a runtime, which must not be dropped on the async thread
+        // that closes the connection.
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(session) = session {
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => drop(handle.spawn_blocking(move || drop(session))),
+                Err(_) => drop(session),
+            }
+        }
+    }
+}
+
+/// What a statement produced, before it is put in a format.
+pub(crate) enum Outcome {
+    Rows(Box<QueryOutcome>),
+    /// Text rows with their column names (`SHOW`).
+    Text(Vec<&'static str>, Vec<Vec<String>>),
+    Begin,
+    Commit,
+    Rollback,
+    Done(String),
+}
+
+impl Connection {
+    pub(crate) fn new(shared: Arc<Shared>, slot: Slot) -> Self {
+        Self {
+            shared,
+            slot,
+            session: Arc::new(Mutex::new(None)),
+            settings: Mutex::new(Settings::default()),
+        }
+    }
+
+    fn settings(&self) -> std::sync::MutexGuard<'_, Settings> {
+        self.settings.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the session (opened first if need be) on a blocking thread.
+    pub(crate) async fn with_session<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut SqlSession) -> Result<T, EngineError> + Send + 'static,
+    ) -> Result<T, EngineError> {
         let session = Arc::clone(&self.session);
         let shared = Arc::clone(&self.shared);
+        let zone = self.settings().get("TimeZone");
         let joined = tokio::task::spawn_blocking(move || {
             let mut slot = session.lock().unwrap_or_else(PoisonError::into_inner);
             if slot.is_none() {
                 let spawn = || (shared.spawn)();
-                *slot = Some(SqlSession::open(&shared.data, &spawn, &shared.engine)?);
+                let mut options = shared.engine.clone();
+                if !zone.is_empty() {
+                    options.time_zone = zone;
+                }
+                *slot = Some(SqlSession::open(&shared.data, &spawn, &options)?);
             }
-            let session = slot.as_mut().expect("opened above");
-            session.query(&sql, true)
+            f(slot.as_mut().expect("opened above"))
         })
         .await;
         joined.unwrap_or_else(|e| {
@@ -65,182 +141,183 @@ impl Connection {
             ))))
         })
     }
-}
 
-impl PgWireServerHandlers for Connection {
-    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
-        Arc::new(self.handler())
-    }
-
-    fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
-        Arc::new(self.handler())
-    }
-}
-
-impl Connection {
-    fn handler(&self) -> Handler {
-        Handler {
-            conn: Arc::new(Self {
-                shared: Arc::clone(&self.shared),
-                session: Arc::clone(&self.session),
-            }),
-        }
-    }
-}
-
-/// The protocol's view of a [`Connection`].
-pub(crate) struct Handler {
-    conn: Arc<Connection>,
-}
-
-impl NoopStartupHandler for Handler {}
-
-/// What a statement is, by its first word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// Rows come back.
-    Rows,
-    Begin,
-    Commit,
-    Rollback,
-    /// A command: its tag is its first word(s).
-    Command,
-}
-
-fn kind(sql: &str) -> (Kind, String) {
-    let words: Vec<String> = sql
-        .split_whitespace()
-        .take(2)
-        .map(|w| {
-            w.trim_matches(|c: char| !c.is_ascii_alphanumeric())
-                .to_ascii_uppercase()
-        })
-        .collect();
-    let first = words.first().cloned().unwrap_or_default();
-    let kind = match first.as_str() {
-        "SELECT" | "WITH" | "VALUES" | "SHOW" | "EXPLAIN" | "TABLE" | "DESCRIBE" => Kind::Rows,
-        "BEGIN" | "START" => Kind::Begin,
-        "COMMIT" | "END" => Kind::Commit,
-        "ROLLBACK" | "ABORT" => Kind::Rollback,
-        _ => Kind::Command,
-    };
-    (kind, first)
-}
-
-#[async_trait]
-impl SimpleQueryHandler for Handler {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
-    where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        let statements = match split_statements(query) {
-            Ok(s) => s,
-            Err(e) => return Ok(vec![error_response(&e)]),
-        };
-        let mut responses = Vec::with_capacity(statements.len());
-        for sql in statements {
-            let (kind, tag) = kind(sql);
-            let response = match kind {
-                // The engine is read-only: a transaction is a bracket that changes
-                // nothing, and clients (psql, pgjdbc, psycopg) open them on their own.
-                Kind::Begin => Response::TransactionStart(Tag::new("BEGIN")),
-                Kind::Commit => Response::TransactionEnd(Tag::new("COMMIT")),
-                Kind::Rollback => Response::TransactionEnd(Tag::new("ROLLBACK")),
-                Kind::Rows | Kind::Command => match self.conn.run(sql.to_owned()).await {
-                    Ok(outcome) if kind == Kind::Rows => rows_response(&outcome)?,
-                    Ok(_) => Response::Execution(Tag::new(&tag)),
-                    Err(e) => error_response(&e),
-                },
-            };
-            let failed = matches!(response, Response::Error(_));
-            responses.push(response);
-            // As PostgreSQL does: the statements after a failed one do not run.
-            if failed {
-                break;
+    /// Runs one statement of class `class` with `params` as its `$1`, `$2`...
+    pub(crate) async fn execute(
+        &self,
+        sql: &str,
+        class: &Class,
+        params: Vec<Param>,
+    ) -> Result<Outcome, Box<ErrorInfo>> {
+        match class {
+            Class::Begin => Ok(Outcome::Begin),
+            Class::Commit => Ok(Outcome::Commit),
+            Class::Rollback => Ok(Outcome::Rollback),
+            Class::Acknowledge(tag) => Ok(Outcome::Done(tag.clone())),
+            Class::Set { name, value, tag } => {
+                let canonical = Settings::canonical(name).map_err(refusal)?;
+                if canonical == "TimeZone" {
+                    self.set_time_zone(value.as_deref()).await?;
+                }
+                self.settings()
+                    .set(canonical, value.as_deref())
+                    .map_err(refusal)?;
+                Ok(Outcome::Done((*tag).to_owned()))
+            }
+            Class::ResetAll => {
+                self.settings().reset_all();
+                self.set_time_zone(None).await?;
+                Ok(Outcome::Done("RESET".into()))
+            }
+            Class::Show(name) => self.show(name).await,
+            Class::Rows | Class::Command(_) => {
+                let sql = sql.to_owned();
+                let timeout = self.settings().statement_timeout();
+                let outcome = self.run(sql, params, timeout).await.map_err(engine_error)?;
+                Ok(match class {
+                    Class::Command(tag) => Outcome::Done(tag.clone()),
+                    _ => Outcome::Rows(Box::new(outcome)),
+                })
             }
         }
-        Ok(responses)
     }
-}
 
-/// The rows of a query (or the lines of its EXPLAIN) as a text-format response.
-fn rows_response(outcome: &QueryOutcome) -> PgWireResult<Response> {
-    if let Some(plan) = &outcome.explain {
-        let fields = Arc::new(vec![FieldInfo::new(
-            "QUERY PLAN".into(),
-            None,
-            None,
-            Type::TEXT,
-            FieldFormat::Text,
-        )]);
-        let mut encoder = DataRowEncoder::new(Arc::clone(&fields));
-        let mut rows = Vec::new();
-        for line in plan.lines() {
-            encoder.encode_field(&line)?;
-            rows.push(Ok(encoder.take_row()));
-        }
-        return Ok(Response::Query(QueryResponse::new(
-            fields,
-            stream::iter(rows),
-        )));
-    }
-    let result = &outcome.result;
-    let fields: Arc<Vec<FieldInfo>> = Arc::new(
-        result
-            .schema
-            .fields()
-            .iter()
-            .map(|f| {
-                FieldInfo::new(
-                    f.name().clone(),
-                    None,
-                    None,
-                    pg_type(f.data_type()),
-                    FieldFormat::Text,
-                )
+    /// Runs `sql` on the engine, stopped by `timeout` or by this future being dropped
+    /// (a cancel request, a client gone).
+    async fn run(
+        &self,
+        sql: String,
+        params: Vec<Param>,
+        timeout: Option<Duration>,
+    ) -> Result<QueryOutcome, EngineError> {
+        let interrupt = Interrupt::new();
+        let _stop_on_drop = FireOnDrop(interrupt.clone());
+        let timer = timeout.map(|after| {
+            let interrupt = interrupt.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                interrupt.fire("canceling statement due to statement timeout");
             })
-            .collect(),
-    );
-    let mut encoder = DataRowEncoder::new(Arc::clone(&fields));
-    let mut rows: Vec<PgWireResult<DataRow>> = Vec::with_capacity(result.rows);
-    for batch in &result.batches {
-        encode_batch(batch, &mut encoder, &mut rows)?;
+        });
+        let result = self
+            .with_session(move |session| session.query_until(&sql, params, true, &interrupt))
+            .await;
+        if let Some(timer) = timer {
+            timer.abort();
+        }
+        result
     }
-    let mut response = QueryResponse::new(fields, stream::iter(rows));
-    response.set_command_tag("SELECT");
-    Ok(Response::Query(response))
+
+    /// Moves the engine's session zone: to `zone`, or back to the startup value or the
+    /// host's default.
+    async fn set_time_zone(&self, zone: Option<&str>) -> Result<(), Box<ErrorInfo>> {
+        let zone = match zone {
+            Some(z) => z.to_owned(),
+            None => {
+                let mut startup = self.settings().clone();
+                let _ = startup.set("TimeZone", None);
+                match startup.get("TimeZone") {
+                    z if z.is_empty() => self.shared.engine.time_zone.clone(),
+                    z => z,
+                }
+            }
+        };
+        let sql = format!("SET TimeZone = '{}'", zone.replace('\'', "''"));
+        self.with_session(move |s| s.query(&sql, false))
+            .await
+            .map(drop)
+            .map_err(engine_error)
+    }
+
+    async fn show(&self, name: &str) -> Result<Outcome, Box<ErrorInfo>> {
+        if name == "all" {
+            let mut all = self.settings().all();
+            let zone = self.time_zone().await?;
+            for (n, v) in &mut all {
+                if *n == "TimeZone" {
+                    *v = zone.clone();
+                }
+            }
+            let rows = all
+                .into_iter()
+                .map(|(n, v)| vec![n.to_owned(), v, String::new()])
+                .collect();
+            return Ok(Outcome::Text(vec!["name", "setting", "description"], rows));
+        }
+        let canonical = Settings::canonical(name).map_err(refusal)?;
+        let value = if canonical == "TimeZone" {
+            self.time_zone().await?
+        } else {
+            self.settings().get(canonical)
+        };
+        Ok(Outcome::Text(vec![canonical], vec![vec![value]]))
+    }
+
+    async fn time_zone(&self) -> Result<String, Box<ErrorInfo>> {
+        self.with_session(|s| Ok(s.time_zone().to_string()))
+            .await
+            .map_err(engine_error)
+    }
 }
 
-fn encode_batch(
-    batch: &RecordBatch,
-    encoder: &mut DataRowEncoder,
-    rows: &mut Vec<PgWireResult<DataRow>>,
-) -> PgWireResult<()> {
-    for i in 0..batch.num_rows() {
-        for column in batch.columns() {
-            encoder.encode_field(&text(column.as_ref(), i))?;
-        }
-        rows.push(Ok(encoder.take_row()));
+/// Fires its interrupt when dropped: the statement's future was dropped before its
+/// query ended (a cancel request won the race, or the connection closed).
+struct FireOnDrop(Interrupt);
+
+impl Drop for FireOnDrop {
+    fn drop(&mut self) {
+        self.0.fire("canceling statement due to user request");
     }
-    Ok(())
+}
+
+impl Outcome {
+    /// The response, rows in `formats` (an EXPLAIN's plan is one text column).
+    pub(crate) fn into_response(self, formats: &Format) -> Response {
+        match self {
+            Outcome::Begin => Response::TransactionStart(Tag::new("BEGIN")),
+            Outcome::Commit => Response::TransactionEnd(Tag::new("COMMIT")),
+            Outcome::Rollback => Response::TransactionEnd(Tag::new("ROLLBACK")),
+            Outcome::Done(tag) => Response::Execution(Tag::new(&tag)),
+            Outcome::Text(names, lines) => {
+                let mut r = rows::text_response(rows::text_fields(&names, formats), &lines);
+                r.set_command_tag("SHOW");
+                Response::Query(r)
+            }
+            Outcome::Rows(outcome) => {
+                if let Some(plan) = &outcome.explain {
+                    let lines: Vec<Vec<String>> =
+                        plan.lines().map(|l| vec![l.to_owned()]).collect();
+                    let fields = rows::text_fields(&["QUERY PLAN"], formats);
+                    let mut r = rows::text_response(fields, &lines);
+                    r.set_command_tag("EXPLAIN");
+                    return Response::Query(r);
+                }
+                let result = &outcome.result;
+                let fields = rows::fields(&result.schema, formats);
+                let mut r = rows::response(fields, &result.batches);
+                r.set_command_tag("SELECT");
+                Response::Query(r)
+            }
+        }
+    }
+}
+
+/// A refused `SET` or `SHOW` as an error response.
+fn refusal(r: Refused) -> Box<ErrorInfo> {
+    Box::new(ErrorInfo::new("ERROR".into(), r.code.into(), r.message))
 }
 
 /// An engine error as the client sees it, with the SQLSTATE a PostgreSQL client
 /// expects for its kind.
-fn error_response(e: &EngineError) -> Response {
+pub(crate) fn engine_error(e: EngineError) -> Box<ErrorInfo> {
     let message = e.to_string();
-    let code = match e {
+    let code = match &e {
         EngineError::Query(_) => query_code(&message.to_ascii_lowercase()),
+        EngineError::Interrupted(_) => "57014", // query_canceled
         // The daemon or the runtime: a system error.
         _ => "58000",
     };
-    Response::Error(Box::new(ErrorInfo::new(
-        "ERROR".into(),
-        code.into(),
-        message,
-    )))
+    Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
 }
 
 /// The SQLSTATE of a planning or execution error, from DataFusion's message.
@@ -256,6 +333,12 @@ fn query_code(lower: &str) -> &'static str {
         "42P01" // undefined_table
     } else if lower.contains("no field named") || lower.contains("unknown column") {
         "42703" // undefined_column
+    } else if lower.contains("no function ") || lower.contains("invalid function") {
+        "42883" // undefined_function
+    } else if lower.contains("out of memory for this query") {
+        "53200" // out_of_memory
+    } else if lower.contains("division by zero") || lower.contains("divide by zero") {
+        "22012" // division_by_zero
     } else if lower.contains("not implemented") || lower.contains("unsupported") {
         "0A000" // feature_not_supported
     } else {

@@ -6,10 +6,16 @@
 //! engine blocks on the daemon's ring. The IO daemon of the data directory is shared
 //! and started on demand, as for `ringscan query`.
 //!
-//! What works so far (issue 18 is larger): the simple query protocol with text
-//! results and PostgreSQL's type OIDs, several statements per query, BEGIN / COMMIT /
-//! ROLLBACK with the right transaction status, errors with SQLSTATE codes, loopback
-//! only, and SIGTERM / SIGINT stopping the listener.
+//! - Protocol: simple and extended query (named and unnamed statements and portals,
+//!   `$n` parameters typed by the client or by their use, text and binary formats for
+//!   parameters and results, row limits on portals), PostgreSQL's type OIDs and column
+//!   names, errors with SQLSTATE codes ([`handlers`], [`rows`], [`binary`]).
+//! - Session: BEGIN / COMMIT / ROLLBACK with the right transaction status; `SET`,
+//!   `SHOW`, `RESET` of PostgreSQL's parameters, startup values included
+//!   ([`settings`]); `statement_timeout` and cancel requests stop a running query
+//!   (SQLSTATE 57014), as does a client that goes away.
+//! - Limits: `max_connections` (SQLSTATE 53300 past it); loopback only.
+//! - SIGTERM / SIGINT stop the listener.
 
 use std::io;
 use std::net::SocketAddr;
@@ -18,8 +24,19 @@ use std::sync::Arc;
 
 use ringscan_executor::engine::EngineOptions;
 
+mod binary;
 mod conn;
+mod handlers;
+mod rows;
+mod settings;
+mod statement;
 pub mod text;
+
+/// The PostgreSQL version the host answers as: the catalog queries of clients
+/// (psql's `\d`) are chosen by it.
+pub const SERVER_VERSION: &str = "15.0 (ringscan)";
+/// [`SERVER_VERSION`] as `server_version_num`.
+pub const SERVER_VERSION_NUM: &str = "150000";
 
 pub use conn::Spawn;
 
@@ -32,6 +49,8 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Each session's engine settings.
     pub engine: EngineOptions,
+    /// Connections served at once; the next is refused (SQLSTATE 53300).
+    pub max_connections: usize,
 }
 
 /// Why the host could not start or stopped.
@@ -96,6 +115,9 @@ async fn serve(
         data: options.data,
         engine: options.engine,
         spawn,
+        manager: Arc::new(pgwire::api::ConnectionManager::new()),
+        open: std::sync::atomic::AtomicUsize::new(0),
+        max_connections: options.max_connections,
     });
     loop {
         tokio::select! {
@@ -109,7 +131,9 @@ async fn serve(
                     Err(_) => continue,
                 };
                 let _ = socket.set_nodelay(true);
-                let handlers = Arc::new(conn::Connection::new(Arc::clone(&shared)));
+                let slot = conn::Slot::take(&shared);
+                let connection = conn::Connection::new(Arc::clone(&shared), slot);
+                let handlers = handlers::Handlers(Arc::new(connection));
                 tokio::spawn(async move {
                     let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
                 });

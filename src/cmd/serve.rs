@@ -23,6 +23,9 @@ pub(crate) struct ServeArgs {
     /// Address to listen on (port 0: any free port, printed when ready).
     #[arg(long, default_value = "127.0.0.1:5433")]
     listen: SocketAddr,
+    /// Connections served at once; past it a client is refused with SQLSTATE 53300.
+    #[arg(long, default_value_t = 100)]
+    max_connections: usize,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -41,6 +44,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         data,
         listen: args.listen,
         engine: EngineOptions::default(),
+        max_connections: args.max_connections,
     };
     ringscan_serve::run(options, spawn, |addr| {
         println!("listening on {addr}");

@@ -1,6 +1,6 @@
 //! The Python side of the integration tests: a virtual environment made on first use
 //! (under cargo's target directory) from `tests/interop/requirements.txt`, with DuckDB
-//! and pyarrow. Without Python or the package registry a test is skipped with the reason
+//! pyarrow and psycopg. Without Python or the package registry a test is skipped with the reason
 //! printed, unless `RINGSCAN_REQUIRE_INTEROP=1` (CI sets it), which makes it a failure.
 
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ fn make_venv() -> Result<PathBuf, String> {
     let python = venv.join("bin/python");
     let ready = |py: &Path| {
         Command::new(py)
-            .args(["-c", "import duckdb, pyarrow, pytz"])
+            .args(["-c", "import duckdb, pyarrow, pytz, psycopg"])
             .output()
             .is_ok_and(|o| o.status.success())
     };

@@ -22,6 +22,7 @@ mod catalog;
 mod daemon;
 mod decimal_avg;
 mod filter;
+mod interrupt;
 mod local_time;
 mod rules;
 mod scan;
@@ -58,6 +59,7 @@ use table::DaemonTable;
 pub use daemon_settings::ScanSettings;
 /// A parameter's value ([`SqlSession::query_with`]).
 pub use datafusion::common::ScalarValue as Param;
+pub use interrupt::Interrupt;
 
 /// Failure of one query of a [`SqlSession`].
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +75,9 @@ pub enum EngineError {
     /// The engine's runtime could not be started.
     #[error("cannot start the query runtime: {0}")]
     Runtime(std::io::Error),
+    /// An [`Interrupt`] stopped the query; the reason it was given.
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 impl From<DataFusionError> for EngineError {
@@ -575,13 +580,42 @@ impl SqlSession {
     /// Plans `sql` into the plan cache without running it: its parameters' types and
     /// the columns it returns, what a client's Describe needs.
     pub fn prepare(&mut self, sql: &str) -> Result<Prepared, EngineError> {
+        self.prepare_typed(sql, &[])
+    }
+
+    /// [`Self::prepare`] with the types a client declared for `$1`, `$2`... (`None`:
+    /// not declared). A declared type fills in for a parameter whose use says nothing
+    /// (`SELECT $1`), and the columns are then those of the statement with values of
+    /// that type, as they will be when it runs with them.
+    pub fn prepare_typed(
+        &mut self,
+        sql: &str,
+        declared: &[Option<DataType>],
+    ) -> Result<Prepared, EngineError> {
         let (cached, _) = self.plan(sql)?;
+        let mut params = cached.params.clone();
+        let fills = params
+            .iter()
+            .zip(declared)
+            .any(|(inferred, given)| inferred.is_none() && given.is_some());
+        let schema = if fills {
+            for (inferred, given) in params.iter_mut().zip(declared) {
+                if inferred.is_none() {
+                    inferred.clone_from(given);
+                }
+            }
+            let nulls = params
+                .iter()
+                .map(|t| ScalarValue::try_from(t.as_ref().unwrap_or(&DataType::Utf8)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let bound = self.bind(Arc::clone(&cached), nulls)?;
+            Arc::new(bound.plan.schema().as_arrow().clone())
+        } else {
+            Arc::new(cached.plan.schema().as_arrow().clone())
+        };
         Ok(Prepared {
-            params: cached.params.clone(),
-            schema: crate::zone::zoned_schema(
-                &Arc::new(cached.plan.schema().as_arrow().clone()),
-                &self.time_zone(),
-            ),
+            params,
+            schema: crate::zone::zoned_schema(&schema, &self.time_zone()),
         })
     }
 
@@ -630,6 +664,19 @@ impl SqlSession {
         params: Vec<ScalarValue>,
         use_result_cache: bool,
     ) -> Result<QueryOutcome, EngineError> {
+        self.query_until(sql, params, use_result_cache, &Interrupt::new())
+    }
+
+    /// [`Self::query_with`], stopped with [`EngineError::Interrupted`] when `interrupt`
+    /// fires: before execution (the query does not start) or during it (its scans are
+    /// dropped).
+    pub fn query_until(
+        &mut self,
+        sql: &str,
+        params: Vec<ScalarValue>,
+        use_result_cache: bool,
+        interrupt: &Interrupt,
+    ) -> Result<QueryOutcome, EngineError> {
         let start = Instant::now();
         let (cached, plan_hit) = self.plan(sql)?;
         let cached = self.bind(cached, params)?;
@@ -658,9 +705,20 @@ impl SqlSession {
         let tables = &cached.entries;
         let physical = self.physical(&cached)?;
         let task = Arc::new(datafusion::execution::TaskContext::from(&state));
-        let batches = self
+        if let Some(reason) = interrupt.reason() {
+            return Err(EngineError::Interrupted(reason));
+        }
+        let running = Box::pin(collect(Arc::clone(&physical), task));
+        let stopped = Box::pin(interrupt.fired());
+        let batches = match self
             .runtime
-            .block_on(collect(Arc::clone(&physical), task))?;
+            .block_on(futures::future::select(running, stopped))
+        {
+            futures::future::Either::Left((batches, _)) => batches?,
+            futures::future::Either::Right((reason, _)) => {
+                return Err(EngineError::Interrupted(reason))
+            }
+        };
         let (scans, scanned) = daemon_scans(&physical);
         let from_statistics = !tables.is_empty() && !scanned;
         let mut summary = combined_summary(&scans);

@@ -1,0 +1,348 @@
+//! The wire protocol's handlers for one connection: startup, simple query, extended
+//! query (Parse / Bind / Describe / Execute), and cancel requests.
+
+use std::fmt::Debug;
+use std::sync::{Arc, LazyLock, PoisonError};
+
+use arrow_schema::{DataType, SchemaRef};
+use async_trait::async_trait;
+use futures::Sink;
+use pgwire::api::auth::{
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
+    DefaultServerParameterProvider, StartupHandler,
+};
+use pgwire::api::cancel::DefaultCancelHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, Response};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionHandle, PgWireServerHandlers, PidSecretKeyGenerator,
+    RandomPidSecretKeyGenerator, Type,
+};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use ringscan_executor::engine::{split_statements, Param};
+
+use crate::binary;
+use crate::conn::{engine_error, Connection};
+use crate::rows;
+use crate::settings::Settings;
+use crate::statement::{classify, Class};
+use crate::text::pg_type;
+
+/// The handlers of one connection.
+pub(crate) struct Handlers(pub(crate) Arc<Connection>);
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::new(Handler(Arc::clone(&self.0)))
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::new(Handler(Arc::clone(&self.0)))
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::new(Handler(Arc::clone(&self.0)))
+    }
+
+    fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
+        Arc::new(DefaultCancelHandler::new(Arc::clone(
+            &self.0.shared.manager,
+        )))
+    }
+}
+
+/// The protocol's view of a [`Connection`].
+pub(crate) struct Handler(Arc<Connection>);
+
+fn error(code: &str, message: String) -> Box<ErrorInfo> {
+    Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
+}
+
+fn fatal(code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".into(),
+        code.into(),
+        message,
+    )))
+}
+
+static KEYS: LazyLock<RandomPidSecretKeyGenerator> =
+    LazyLock::new(RandomPidSecretKeyGenerator::default);
+
+#[async_trait]
+impl StartupHandler for Handler {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let PgWireFrontendMessage::Startup(startup) = message else {
+            return Ok(());
+        };
+        protocol_negotiation(client, &startup).await?;
+        save_startup_parameters_to_metadata(client, &startup);
+        let conn = &self.0;
+        if conn.slot.over_limit() {
+            return Err(fatal(
+                "53300",
+                format!(
+                    "sorry, too many clients already (ringscan serve --max-connections {})",
+                    conn.shared.max_connections
+                ),
+            ));
+        }
+        let settings = Settings::from_startup(
+            startup
+                .parameters
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .map_err(|r| fatal(r.code, r.message))?;
+        let zone = match settings.get("TimeZone") {
+            z if z.is_empty() => conn.shared.engine.time_zone.clone(),
+            z => z,
+        };
+        *conn.settings.lock().unwrap_or_else(PoisonError::into_inner) = settings;
+
+        let (pid, key) = KEYS.generate(client);
+        client.set_pid_and_secret_key(pid, key.clone());
+        let (handle, guard) = conn.shared.manager.register(pid, key);
+        client
+            .session_extensions()
+            .insert::<Arc<ConnectionHandle>>(handle);
+        client.session_extensions().insert(guard);
+
+        let mut parameters = DefaultServerParameterProvider::default();
+        parameters.server_version = crate::SERVER_VERSION.into();
+        parameters.time_zone = zone;
+        parameters.date_style = "ISO, MDY".into();
+        parameters.is_superuser = false;
+        parameters.default_transaction_read_only = true;
+        finish_authentication(client, &parameters).await
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Handler {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statements = match split_statements(query) {
+            Ok(s) => s,
+            Err(e) => return Ok(vec![Response::Error(engine_error(e))]),
+        };
+        let mut responses = Vec::with_capacity(statements.len());
+        for sql in statements {
+            let class = classify(sql);
+            let response = match self.0.execute(sql, &class, Vec::new()).await {
+                Ok(outcome) => outcome.into_response(&Format::UnifiedText),
+                Err(e) => Response::Error(e),
+            };
+            let failed = matches!(response, Response::Error(_));
+            responses.push(response);
+            // As PostgreSQL does: the statements after a failed one do not run.
+            if failed {
+                break;
+            }
+        }
+        Ok(responses)
+    }
+}
+
+/// A statement of the extended protocol: parsed, classified and, if it returns rows,
+/// planned (its parameter types and columns known for Describe).
+#[derive(Debug, Clone)]
+pub(crate) struct Statement {
+    sql: String,
+    class: Class,
+    /// `$1`, `$2`... as the plan uses them (`None`: the plan does not say).
+    params: Vec<Option<DataType>>,
+    /// The columns, for a statement that returns rows.
+    schema: Option<SchemaRef>,
+}
+
+impl Statement {
+    /// The row description under `formats`; empty for a statement without rows.
+    fn fields(&self, formats: &Format) -> Vec<FieldInfo> {
+        match &self.class {
+            Class::Rows if first_word_is(&self.sql, "EXPLAIN") => {
+                rows::text_fields(&["QUERY PLAN"], formats)
+            }
+            Class::Rows => self
+                .schema
+                .as_ref()
+                .map(|s| rows::fields(s, formats))
+                .unwrap_or_default(),
+            Class::Show(name) if name == "all" => {
+                rows::text_fields(&["name", "setting", "description"], formats)
+            }
+            Class::Show(name) => match Settings::canonical(name) {
+                Ok(n) => rows::text_fields(&[n], formats),
+                Err(_) => Vec::new(),
+            },
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn first_word_is(sql: &str, word: &str) -> bool {
+    sql.trim_start()
+        .get(..word.len())
+        .is_some_and(|w| w.eq_ignore_ascii_case(word))
+}
+
+/// Parses and plans statements for the extended protocol.
+pub(crate) struct Parser(Arc<Connection>);
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Statement;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let user = PgWireError::UserError;
+        let statements = split_statements(sql).map_err(|e| user(engine_error(e)))?;
+        let sql = match statements.as_slice() {
+            [] => return Ok(None),
+            [one] => (*one).to_owned(),
+            _ => {
+                return Err(user(error(
+                    "42601",
+                    "cannot insert multiple commands into a prepared statement".into(),
+                )))
+            }
+        };
+        let class = classify(&sql);
+        let (params, schema) = if class == Class::Rows {
+            let planned = sql.clone();
+            let declared: Vec<Option<DataType>> = types
+                .iter()
+                .map(|t| t.as_ref().and_then(binary::arrow_type))
+                .collect();
+            let prepared = self
+                .0
+                .with_session(move |s| s.prepare_typed(&planned, &declared))
+                .await
+                .map_err(|e| user(engine_error(e)))?;
+            (prepared.params, Some(prepared.schema))
+        } else {
+            (Vec::new(), None)
+        };
+        Ok(Some(Statement {
+            sql,
+            class,
+            params,
+            schema,
+        }))
+    }
+
+    fn get_parameter_types(&self, stmt: &Statement) -> PgWireResult<Vec<Type>> {
+        // A parameter whose use says nothing of its type is sent as text.
+        Ok(stmt
+            .params
+            .iter()
+            .map(|t| t.as_ref().map_or(Type::TEXT, pg_type))
+            .collect())
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Statement,
+        formats: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        Ok(stmt.fields(formats.unwrap_or(&Format::UnifiedText)))
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Handler {
+    type Statement = Statement;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Parser> {
+        Arc::new(Parser(Arc::clone(&self.0)))
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let stored = &portal.statement;
+        let stmt = &stored.statement;
+        let params = match bind(portal) {
+            Ok(p) => p,
+            Err(e) => return Ok(Response::Error(e)),
+        };
+        Ok(match self.0.execute(&stmt.sql, &stmt.class, params).await {
+            Ok(outcome) => outcome.into_response(&portal.result_column_format),
+            Err(e) => Response::Error(e),
+        })
+    }
+}
+
+/// The portal's parameter values, each read as the type the client gave it, else the
+/// type its use in the statement gives it, else as text.
+fn bind(portal: &Portal<Statement>) -> Result<Vec<Param>, Box<ErrorInfo>> {
+    let stored = &portal.statement;
+    let wanted = stored
+        .parameter_types
+        .len()
+        .max(stored.statement.params.len());
+    if portal.parameters.len() != wanted {
+        return Err(error(
+            "08P01",
+            format!(
+                "bind message supplies {} parameters, but the prepared statement requires {wanted}",
+                portal.parameters.len()
+            ),
+        ));
+    }
+    portal
+        .parameters
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let given = stored
+                .parameter_types
+                .get(i)
+                .cloned()
+                .flatten()
+                .filter(|t| *t != Type::UNKNOWN);
+            let inferred = stored.statement.params.get(i).cloned().flatten();
+            let t = given
+                .or_else(|| inferred.as_ref().map(pg_type))
+                .unwrap_or(Type::UNKNOWN);
+            let binary = rows::format_for(&portal.parameter_format, i)
+                == pgwire::api::results::FieldFormat::Binary;
+            binary::param(i + 1, bytes.as_deref(), binary, &t).map_err(|m| error("22P02", m))
+        })
+        .collect()
+}

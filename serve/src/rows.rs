@@ -1,0 +1,207 @@
+//! Results as the wire carries them: a row description (names, type OIDs, formats)
+//! and data rows in text or binary, column by column as the client asked.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::Schema;
+use bytes::{BufMut, BytesMut};
+use futures::stream;
+use pgwire::api::portal::Format;
+use pgwire::api::results::{FieldFormat, FieldInfo, QueryResponse};
+use pgwire::api::Type;
+use pgwire::error::PgWireResult;
+use pgwire::messages::data::DataRow;
+
+use crate::binary;
+use crate::text::{pg_type, text};
+
+/// The column name PostgreSQL would give: DataFusion names an unnamed expression by
+/// its text (`count(*)`, `Int64(1)`, `a + Int64(1)`), PostgreSQL by the function it
+/// calls (`count`) or `?column?`.
+pub(crate) fn column_name(name: &str) -> String {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    if plain(name) {
+        return name.to_owned();
+    }
+    if let Some((function, _)) = name.split_once('(') {
+        // A literal is shown as its Arrow type: Int64(1), Utf8("a"), Float64(2.5).
+        const LITERALS: &[&str] = &[
+            "Int8",
+            "Int16",
+            "Int32",
+            "Int64",
+            "UInt8",
+            "UInt16",
+            "UInt32",
+            "UInt64",
+            "Float16",
+            "Float32",
+            "Float64",
+            "Utf8",
+            "LargeUtf8",
+            "Utf8View",
+            "Boolean",
+            "Decimal128",
+            "Decimal256",
+            "Date32",
+            "Binary",
+            "IntervalMonthDayNano",
+            "TimestampNanosecond",
+            "TimestampMicrosecond",
+            "CAST",
+            "TRY_CAST",
+        ];
+        if plain(function) && name.ends_with(')') && !LITERALS.contains(&function) {
+            // A call of one function over the whole expression: count(*), sum(t.x).
+            let inner = &name[function.len()..];
+            if balanced_once(inner) {
+                return function.to_ascii_lowercase();
+            }
+        }
+    }
+    "?column?".into()
+}
+
+/// `(...)` whose first parenthesis closes at the end.
+fn balanced_once(s: &str) -> bool {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1 == s.len();
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The row description of `schema`, column `i` in `formats.format_for(i)`.
+pub(crate) fn fields(schema: &Schema, formats: &Format) -> Vec<FieldInfo> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let format = format_for(formats, i);
+            FieldInfo::new(
+                column_name(f.name()),
+                None,
+                None,
+                pg_type(f.data_type()),
+                format,
+            )
+        })
+        .collect()
+}
+
+/// Text columns named `names` (`SHOW`, `EXPLAIN`).
+pub(crate) fn text_fields(names: &[&str], formats: &Format) -> Vec<FieldInfo> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| FieldInfo::new((*n).into(), None, None, Type::TEXT, format_for(formats, i)))
+        .collect()
+}
+
+/// A client may send one format code per column or fewer; a missing one is text.
+pub(crate) fn format_for(formats: &Format, i: usize) -> FieldFormat {
+    match formats {
+        Format::Individual(codes) => codes
+            .get(i)
+            .map_or(FieldFormat::Text, |c| FieldFormat::from(*c)),
+        other => other.format_for(i),
+    }
+}
+
+/// The rows of `batches` under `fields` (one per column, in order).
+pub(crate) fn response(fields: Vec<FieldInfo>, batches: &[RecordBatch]) -> QueryResponse {
+    let binary: Vec<bool> = fields
+        .iter()
+        .map(|f| f.format() == FieldFormat::Binary)
+        .collect();
+    let mut rows: Vec<PgWireResult<DataRow>> =
+        Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    for batch in batches {
+        let columns = batch.columns();
+        for i in 0..batch.num_rows() {
+            let mut data = BytesMut::with_capacity(16 * columns.len());
+            for (c, column) in columns.iter().enumerate() {
+                cell(column.as_ref(), i, binary[c], &mut data);
+            }
+            rows.push(Ok(DataRow::new(data, columns.len() as i16)));
+        }
+    }
+    QueryResponse::new(Arc::new(fields), stream::iter(rows))
+}
+
+/// Rows of text cells (`SHOW`, `EXPLAIN`): one per line of `lines`, each a row of its
+/// cells.
+pub(crate) fn text_response(fields: Vec<FieldInfo>, lines: &[Vec<String>]) -> QueryResponse {
+    let rows: Vec<PgWireResult<DataRow>> = lines
+        .iter()
+        .map(|cells| {
+            let mut data = BytesMut::new();
+            for c in cells {
+                // Text and binary text are the same bytes.
+                put_len(&mut data, c.len());
+                data.put_slice(c.as_bytes());
+            }
+            Ok(DataRow::new(data, cells.len() as i16))
+        })
+        .collect();
+    QueryResponse::new(Arc::new(fields), stream::iter(rows))
+}
+
+/// One value: its length, then its bytes (-1 and nothing for NULL).
+fn cell(a: &dyn arrow_array::Array, i: usize, binary: bool, out: &mut BytesMut) {
+    if a.is_null(i) {
+        out.put_i32(-1);
+        return;
+    }
+    let at = out.len();
+    out.put_i32(0);
+    let written = binary && binary::write(a, i, out).is_some();
+    if !written {
+        out.truncate(at + 4);
+        if let Some(t) = text(a, i) {
+            out.put_slice(t.as_bytes());
+        }
+    }
+    let len = out.len() - at - 4;
+    out[at..at + 4].copy_from_slice(&(len as i32).to_be_bytes());
+}
+
+fn put_len(out: &mut BytesMut, len: usize) {
+    out.put_i32(i32::try_from(len).unwrap_or(i32::MAX));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unnamed_expressions_get_postgresql_names() {
+        for (datafusion, pg) in [
+            ("symbol", "symbol"),
+            ("count(*)", "count"),
+            ("sum(t.price)", "sum"),
+            ("Int64(1)", "?column?"),
+            ("Utf8(\"a\")", "?column?"),
+            ("t.a + Int64(1)", "?column?"),
+            ("max(a) + min(b)", "?column?"),
+            ("version()", "version"),
+        ] {
+            assert_eq!(column_name(datafusion), pg, "{datafusion}");
+        }
+    }
+}

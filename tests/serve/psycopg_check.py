@@ -1,0 +1,171 @@
+"""psycopg 3 against `ringscan serve`: answers equal DuckDB's over the same files, in
+text and binary, with parameters of every kind psycopg sends; session parameters;
+statement_timeout and cancel; errors by SQLSTATE; max connections.
+
+Usage: psycopg_check.py PORT OHLCV_GLOB MAX_CONNECTIONS
+Prints one line per check; exits non-zero (with the reason) at the first failure.
+"""
+import datetime
+import decimal
+import math
+import sys
+import threading
+import time
+
+import duckdb
+import psycopg
+from psycopg import errors
+
+port, glob, max_connections = sys.argv[1], sys.argv[2], int(sys.argv[3])
+dsn = f"host=127.0.0.1 port={port} user=ringscan dbname=ringscan connect_timeout=10"
+
+duck = duckdb.connect()
+duck.execute("SET TimeZone = 'UTC'")
+duck.execute(f"CREATE VIEW ohlcv AS SELECT * FROM read_parquet('{glob}', hive_partitioning = true)")
+
+
+def same(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(float(a), float(b), rel_tol=1e-12)
+    return a == b
+
+
+def check_rows(label, got, want):
+    assert len(got) == len(want), f"{label}: {len(got)} rows, DuckDB {len(want)}"
+    assert len(got) > 0, f"{label}: no rows to compare"
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert len(g) == len(w), f"{label} row {i}: {g} vs DuckDB {w}"
+        for c, (x, y) in enumerate(zip(g, w)):
+            assert same(x, y), f"{label} row {i} column {c}: {x!r} vs DuckDB {y!r}"
+    print(f"ok {label}: {len(got)} rows equal DuckDB's")
+
+
+# Queries with parameters of the types psycopg sends: int (int2/int4/int8 by value, in
+# binary), float (binary float8), str (text, type unspecified), datetime (binary
+# timestamptz for an aware one), Decimal (numeric), bool.
+day = datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc)
+queries = [
+    ("group by", "SELECT symbol, count(*) AS n, min(ts) AS first, max(close) AS top "
+     "FROM ohlcv GROUP BY symbol ORDER BY symbol", ()),
+    ("int and str", "SELECT symbol, ts, close, volume FROM ohlcv WHERE symbol = %s AND volume > %s "
+     "ORDER BY ts LIMIT 20", ("AAPL", 1000)),
+    ("big int", "SELECT count(*) FROM ohlcv WHERE volume < %s", (2**40,)),
+    ("float", "SELECT symbol, ts, close FROM ohlcv WHERE close > %s ORDER BY close DESC, ts, symbol LIMIT 10",
+     (400.5,)),
+    ("timestamptz", "SELECT count(*), min(ts) FROM ohlcv WHERE ts >= %s", (day,)),
+    ("decimal", "SELECT count(*) FROM ohlcv WHERE close < %s", (decimal.Decimal("150.25"),)),
+    ("bool and null", "SELECT %s AS b, %s AS n, 1 + 1", (True, None)),
+]
+duck_sql = lambda s: s.replace("%s", "?")
+
+with psycopg.connect(dsn, autocommit=True) as conn:
+    for binary in (False, True):
+        for label, sql, params in queries:
+            with conn.cursor(binary=binary) as cur:
+                cur.execute(sql, params)
+                got = cur.fetchall()
+            want = duck.execute(duck_sql(sql), list(params)).fetchall()
+            check_rows(f"{label} ({'binary' if binary else 'text'})", got, want)
+
+    # psycopg prepares a statement on the server after 5 executions; the 6th and later
+    # run the named prepared statement.
+    sql = "SELECT count(*) FROM ohlcv WHERE symbol = %s AND close > %s"
+    for i in range(8):
+        symbol, floor = ["AAPL", "MSFT"][i % 2], 100.0 + i
+        got = conn.execute(sql, (symbol, floor)).fetchone()[0]
+        want = duck.execute(duck_sql(sql), [symbol, floor]).fetchone()[0]
+        assert got == want, f"execution {i}: {got} vs DuckDB {want}"
+    print("ok a statement prepared by psycopg answers like the unprepared one")
+
+    # Column names as PostgreSQL gives them.
+    cur = conn.execute("SELECT count(*), 1, symbol FROM ohlcv GROUP BY symbol LIMIT 1")
+    names = [d.name for d in cur.description]
+    assert names == ["count", "?column?", "symbol"], names
+    print("ok column names:", names)
+
+    # Session parameters.
+    conn.execute("SET TimeZone = 'Europe/Berlin'")
+    assert conn.execute("SHOW TimeZone").fetchone()[0] == "Europe/Berlin"
+    assert conn.info.parameter_status("TimeZone") in ("Europe/Berlin", "UTC", "Etc/UTC")
+    conn.execute("SET application_name = 'check'")
+    assert conn.execute("SHOW application_name").fetchone()[0] == "check"
+    conn.execute("RESET ALL")
+    assert conn.execute("SHOW application_name").fetchone()[0] != "check"
+    try:
+        conn.execute("SET no_such_parameter = 1")
+        raise AssertionError("an unknown parameter was accepted")
+    except errors.UndefinedObject:
+        pass
+    print("ok SET / SHOW / RESET")
+
+    # Errors by SQLSTATE; the connection lives on.
+    for sql, kind in [
+        ("SELECT nope FROM ohlcv", errors.UndefinedColumn),
+        ("SELECT * FROM no_such_table", errors.UndefinedTable),
+        ("SELEKT 1", errors.SyntaxError),
+    ]:
+        try:
+            conn.execute(sql)
+            raise AssertionError(f"{sql} succeeded")
+        except kind:
+            pass
+    assert conn.execute("SELECT 2 + 2").fetchone()[0] == 4
+    print("ok errors carry their SQLSTATE")
+
+    # A query that runs for many seconds: every close against every other.
+    slow = "SELECT count(*) FROM ohlcv a, ohlcv b WHERE a.close < b.close + a.volume * 0"
+
+    conn.execute("SET statement_timeout = '300ms'")
+    started = time.monotonic()
+    try:
+        conn.execute(slow)
+        raise AssertionError("the slow query finished within its timeout")
+    except errors.QueryCanceled as e:
+        assert "statement timeout" in str(e), str(e)
+    took = time.monotonic() - started
+    assert took < 5, f"statement_timeout of 300 ms stopped the query after {took:.1f} s"
+    conn.execute("SET statement_timeout = 0")
+    print(f"ok statement_timeout stopped the query after {took:.2f} s")
+
+    def cancel_soon():
+        time.sleep(0.3)
+        conn.cancel_safe()
+
+    t = threading.Thread(target=cancel_soon)
+    t.start()
+    started = time.monotonic()
+    try:
+        conn.execute(slow)
+        raise AssertionError("the slow query was not canceled")
+    except errors.QueryCanceled:
+        pass
+    t.join()
+    took = time.monotonic() - started
+    assert took < 5, f"cancel stopped the query after {took:.1f} s"
+    started = time.monotonic()
+    assert conn.execute("SELECT count(*) FROM ohlcv").fetchone()[0] > 0
+    after = time.monotonic() - started
+    print(f"ok a cancel request stopped the query after {took:.2f} s; the next took {after:.3f} s")
+
+# Transactions as psycopg opens them (autocommit off: BEGIN before the first statement).
+with psycopg.connect(dsn) as conn:
+    assert conn.execute("SELECT count(*) FROM ohlcv").fetchone()[0] > 0
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    conn.commit()
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    print("ok transaction status follows BEGIN and COMMIT")
+
+# Max connections: the one past the limit is refused with 53300, the others work.
+held = [psycopg.connect(dsn, autocommit=True) for _ in range(max_connections)]
+try:
+    psycopg.connect(dsn)
+    raise AssertionError(f"connection {max_connections + 1} was accepted")
+except psycopg.OperationalError as e:
+    assert "too many clients" in str(e), str(e)
+for c in held:
+    assert c.execute("SELECT 1").fetchone()[0] == 1
+    c.close()
+time.sleep(0.2)
+with psycopg.connect(dsn) as conn:
+    assert conn.execute("SELECT 1").fetchone()[0] == 1
+print(f"ok connection {max_connections + 1} refused (too many clients), accepted once others closed")
