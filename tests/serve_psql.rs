@@ -161,6 +161,28 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
     assert!(ok);
     assert_eq!(wire, "2\n");
 
+    // psql's catalog commands answer from the data directory.
+    let (ok, wire, err) = host.psql_commands(&["\\dt", "\\d ohlcv", "\\l", "\\dn"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        wire,
+        "public,ohlcv,table,ringscan\n\
+         symbol,text,,not null,\n\
+         ts,timestamp with time zone,,not null,\n\
+         open,double precision,,not null,\n\
+         high,double precision,,not null,\n\
+         low,double precision,,not null,\n\
+         close,double precision,,not null,\n\
+         volume,numeric,,not null,\n\
+         ringscan,ringscan,UTF8,C,C,,libc,\n\
+         public,ringscan\n"
+    );
+    let (ok, wire, err) = host.psql(
+        "SELECT current_database(), current_schema(), version() LIKE 'PostgreSQL 15%ringscan%'",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(wire, "ringscan,public,t\n");
+
     // SIGTERM: the listener stops and the host exits 0.
     let pid = host.child.id();
     let killed = Command::new("kill")

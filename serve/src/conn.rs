@@ -13,6 +13,7 @@ use pgwire::error::ErrorInfo;
 use ringscan_executor::engine::{EngineError, EngineOptions, Interrupt, Param, SqlSession};
 use ringscan_executor::QueryOutcome;
 
+use crate::rewrite::{rewrite, Rewritten};
 use crate::rows;
 use crate::settings::{Refused, Settings};
 use crate::statement::Class;
@@ -68,7 +69,9 @@ pub(crate) struct Connection {
     /// Opened on the first statement that needs the engine; used on a blocking
     /// thread, one statement at a time.
     session: Arc<Mutex<Option<SqlSession>>>,
-    pub(crate) settings: Mutex<Settings>,
+    pub(crate) settings: Arc<Mutex<Settings>>,
+    /// The database the client named at startup (`current_database()`).
+    pub(crate) database: Mutex<String>,
 }
 
 impl Drop for Connection {
@@ -93,7 +96,7 @@ impl Drop for Connection {
 pub(crate) enum Outcome {
     Rows(Box<QueryOutcome>),
     /// Text rows with their column names (`SHOW`).
-    Text(Vec<&'static str>, Vec<Vec<String>>),
+    Text(Vec<String>, Vec<Vec<String>>),
     Begin,
     Commit,
     Rollback,
@@ -106,7 +109,8 @@ impl Connection {
             shared,
             slot,
             session: Arc::new(Mutex::new(None)),
-            settings: Mutex::new(Settings::default()),
+            settings: Arc::new(Mutex::new(Settings::default())),
+            database: Mutex::new("ringscan".into()),
         }
     }
 
@@ -122,6 +126,12 @@ impl Connection {
         let session = Arc::clone(&self.session);
         let shared = Arc::clone(&self.shared);
         let zone = self.settings().get("TimeZone");
+        let settings = Arc::clone(&self.settings);
+        let database = self
+            .database
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let joined = tokio::task::spawn_blocking(move || {
             let mut slot = session.lock().unwrap_or_else(PoisonError::into_inner);
             if slot.is_none() {
@@ -130,7 +140,15 @@ impl Connection {
                 if !zone.is_empty() {
                     options.time_zone = zone;
                 }
-                *slot = Some(SqlSession::open(&shared.data, &spawn, &options)?);
+                let opened = SqlSession::open(&shared.data, &spawn, &options)?;
+                crate::catalog::register(
+                    opened.context(),
+                    crate::catalog::Facts { database },
+                    settings,
+                    shared.engine.time_zone.clone(),
+                )
+                .map_err(EngineError::Query)?;
+                *slot = Some(opened);
             }
             f(slot.as_mut().expect("opened above"))
         })
@@ -171,9 +189,16 @@ impl Connection {
             }
             Class::Show(name) => self.show(name).await,
             Class::Rows | Class::Command(_) => {
-                let sql = sql.to_owned();
+                let (sql, catalog) = match rewrite(sql) {
+                    Rewritten::Same => (sql.to_owned(), false),
+                    Rewritten::Sql(rewritten) => (rewritten, true),
+                    Rewritten::Empty(columns) => return Ok(Outcome::Text(columns, Vec::new())),
+                };
                 let timeout = self.settings().statement_timeout();
-                let outcome = self.run(sql, params, timeout).await.map_err(engine_error)?;
+                let outcome = self
+                    .run(sql, params, timeout, catalog)
+                    .await
+                    .map_err(engine_error)?;
                 Ok(match class {
                     Class::Command(tag) => Outcome::Done(tag.clone()),
                     _ => Outcome::Rows(Box::new(outcome)),
@@ -189,6 +214,7 @@ impl Connection {
         sql: String,
         params: Vec<Param>,
         timeout: Option<Duration>,
+        catalog: bool,
     ) -> Result<QueryOutcome, EngineError> {
         let interrupt = Interrupt::new();
         let _stop_on_drop = FireOnDrop(interrupt.clone());
@@ -200,7 +226,15 @@ impl Connection {
             })
         });
         let result = self
-            .with_session(move |session| session.query_until(&sql, params, true, &interrupt))
+            .with_session(move |session| {
+                let outcome = session.query_until(&sql, params, !catalog, &interrupt);
+                if catalog {
+                    // The catalog is computed when scanned: its plans must not outlive
+                    // the tables they listed.
+                    session.forget_plan(&sql);
+                }
+                outcome
+            })
             .await;
         if let Some(timer) = timer {
             timer.abort();
@@ -242,7 +276,10 @@ impl Connection {
                 .into_iter()
                 .map(|(n, v)| vec![n.to_owned(), v, String::new()])
                 .collect();
-            return Ok(Outcome::Text(vec!["name", "setting", "description"], rows));
+            let names = ["name", "setting", "description"]
+                .map(String::from)
+                .to_vec();
+            return Ok(Outcome::Text(names, rows));
         }
         let canonical = Settings::canonical(name).map_err(refusal)?;
         let value = if canonical == "TimeZone" {
@@ -250,7 +287,7 @@ impl Connection {
         } else {
             self.settings().get(canonical)
         };
-        Ok(Outcome::Text(vec![canonical], vec![vec![value]]))
+        Ok(Outcome::Text(vec![canonical.to_owned()], vec![vec![value]]))
     }
 
     async fn time_zone(&self) -> Result<String, Box<ErrorInfo>> {

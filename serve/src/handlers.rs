@@ -27,6 +27,7 @@ use ringscan_executor::engine::{split_statements, Param};
 
 use crate::binary;
 use crate::conn::{engine_error, Connection};
+use crate::rewrite::{rewrite, Rewritten};
 use crate::rows;
 use crate::settings::Settings;
 use crate::statement::{classify, Class};
@@ -112,6 +113,13 @@ impl StartupHandler for Handler {
             z => z,
         };
         *conn.settings.lock().unwrap_or_else(PoisonError::into_inner) = settings;
+        if let Some(database) = startup
+            .parameters
+            .get("database")
+            .or_else(|| startup.parameters.get("user"))
+        {
+            database.clone_into(&mut conn.database.lock().unwrap_or_else(PoisonError::into_inner));
+        }
 
         let (pid, key) = KEYS.generate(client);
         client.set_pid_and_secret_key(pid, key.clone());
@@ -172,11 +180,16 @@ pub(crate) struct Statement {
     params: Vec<Option<DataType>>,
     /// The columns, for a statement that returns rows.
     schema: Option<SchemaRef>,
+    /// The columns of a catalog query that is empty whatever the data (text).
+    empty: Option<Vec<String>>,
 }
 
 impl Statement {
     /// The row description under `formats`; empty for a statement without rows.
     fn fields(&self, formats: &Format) -> Vec<FieldInfo> {
+        if let Some(columns) = &self.empty {
+            return rows::text_fields(columns, formats);
+        }
         match &self.class {
             Class::Rows if first_word_is(&self.sql, "EXPLAIN") => {
                 rows::text_fields(&["QUERY PLAN"], formats)
@@ -233,18 +246,30 @@ impl QueryParser for Parser {
             }
         };
         let class = classify(&sql);
+        let mut empty = None;
         let (params, schema) = if class == Class::Rows {
-            let planned = sql.clone();
+            let planned = match rewrite(&sql) {
+                Rewritten::Same => sql.clone(),
+                Rewritten::Sql(rewritten) => rewritten,
+                Rewritten::Empty(columns) => {
+                    empty = Some(columns);
+                    String::new()
+                }
+            };
             let declared: Vec<Option<DataType>> = types
                 .iter()
                 .map(|t| t.as_ref().and_then(binary::arrow_type))
                 .collect();
-            let prepared = self
-                .0
-                .with_session(move |s| s.prepare_typed(&planned, &declared))
-                .await
-                .map_err(|e| user(engine_error(e)))?;
-            (prepared.params, Some(prepared.schema))
+            if empty.is_some() {
+                (Vec::new(), None)
+            } else {
+                let prepared = self
+                    .0
+                    .with_session(move |s| s.prepare_typed(&planned, &declared))
+                    .await
+                    .map_err(|e| user(engine_error(e)))?;
+                (prepared.params, Some(prepared.schema))
+            }
         } else {
             (Vec::new(), None)
         };
@@ -253,6 +278,7 @@ impl QueryParser for Parser {
             class,
             params,
             schema,
+            empty,
         }))
     }
 

@@ -25,8 +25,10 @@ use std::sync::Arc;
 use ringscan_executor::engine::EngineOptions;
 
 mod binary;
+mod catalog;
 mod conn;
 mod handlers;
+mod rewrite;
 mod rows;
 mod settings;
 mod statement;

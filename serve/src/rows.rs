@@ -25,7 +25,14 @@ pub(crate) fn column_name(name: &str) -> String {
             && s.chars().all(|c| c.is_alphanumeric() || c == '_')
             && !s.starts_with(|c: char| c.is_ascii_digit())
     };
-    if plain(name) {
+    // What DataFusion writes for an expression it names: a call or a literal
+    // (parentheses) or an operator between operands. Anything else is a name the
+    // query gave ("Access privileges").
+    const OPERATORS: &[&str] = &[
+        " + ", " - ", " * ", " / ", " % ", " = ", " != ", " <> ", " < ", " > ", " <= ", " >= ",
+        " AND ", " OR ", " || ", " LIKE ", " IS ",
+    ];
+    if plain(name) || !(name.contains('(') || OPERATORS.iter().any(|o| name.contains(o))) {
         return name.to_owned();
     }
     if let Some((function, _)) = name.split_once('(') {
@@ -105,11 +112,19 @@ pub(crate) fn fields(schema: &Schema, formats: &Format) -> Vec<FieldInfo> {
 }
 
 /// Text columns named `names` (`SHOW`, `EXPLAIN`).
-pub(crate) fn text_fields(names: &[&str], formats: &Format) -> Vec<FieldInfo> {
+pub(crate) fn text_fields<S: AsRef<str>>(names: &[S], formats: &Format) -> Vec<FieldInfo> {
     names
         .iter()
         .enumerate()
-        .map(|(i, n)| FieldInfo::new((*n).into(), None, None, Type::TEXT, format_for(formats, i)))
+        .map(|(i, n)| {
+            FieldInfo::new(
+                n.as_ref().into(),
+                None,
+                None,
+                Type::TEXT,
+                format_for(formats, i),
+            )
+        })
         .collect()
 }
 
@@ -200,6 +215,8 @@ mod tests {
             ("t.a + Int64(1)", "?column?"),
             ("max(a) + min(b)", "?column?"),
             ("version()", "version"),
+            ("Access privileges", "Access privileges"),
+            ("t.a", "t.a"),
         ] {
             assert_eq!(column_name(datafusion), pg, "{datafusion}");
         }

@@ -769,6 +769,12 @@ impl SqlSession {
         })
     }
 
+    /// Drops `sql`'s plan from the plan cache: for a query whose tables the cache
+    /// cannot see change (a catalog computed when scanned).
+    pub fn forget_plan(&mut self, sql: &str) {
+        self.plans.remove(&sql.to_owned());
+    }
+
     /// Result-cache counters.
     pub fn result_cache_stats(&self) -> crate::CacheStats {
         self.results.stats()

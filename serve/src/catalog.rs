@@ -1,0 +1,863 @@
+//! PostgreSQL's system catalog, derived from the data directory: the `pg_catalog`
+//! tables and functions that psql (`\dt`, `\d TABLE`, `\l`, `\dn`) and GUI tools query,
+//! registered in each session's engine.
+//!
+//! Tables are computed when scanned, from the session's `public` schema (the data
+//! directory's tables and the session's views), so a table added to the directory is
+//! listed by the next query. A relation ringscan never fills (constraints, policies,
+//! publications, inheritance...) exists and is empty; [`crate::rewrite`] answers
+//! queries over it without planning them.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arrow_array::builder::{BooleanBuilder, Int16Builder, Int32Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{SchemaProvider, Session, TableProvider};
+use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::datasource::{MemTable, TableType};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+
+use crate::settings::Settings;
+use crate::text::pg_type;
+
+/// `pg_catalog`'s namespace OID, PostgreSQL's.
+const PG_CATALOG_OID: i32 = 11;
+/// `public`'s, PostgreSQL's.
+const PUBLIC_OID: i32 = 2200;
+const INFORMATION_SCHEMA_OID: i32 = 13_000;
+/// The first OID PostgreSQL gives user objects; tables are numbered from here in
+/// name order.
+const FIRST_TABLE_OID: i32 = 16_384;
+/// The owner every object is shown with.
+const OWNER: &str = "ringscan";
+const OWNER_OID: i32 = 10;
+
+/// Catalog relations that ringscan never fills: present, empty.
+pub(crate) const EMPTY: &[&str] = &[
+    "pg_attrdef",
+    "pg_collation",
+    "pg_constraint",
+    "pg_depend",
+    "pg_description",
+    "pg_extension",
+    "pg_foreign_table",
+    "pg_index",
+    "pg_inherits",
+    "pg_partitioned_table",
+    "pg_policy",
+    "pg_proc",
+    "pg_publication",
+    "pg_publication_namespace",
+    "pg_publication_rel",
+    "pg_rewrite",
+    "pg_sequence",
+    "pg_statistic_ext",
+    "pg_trigger",
+];
+
+/// The catalog tables that hold rows.
+const FILLED: &[&str] = &[
+    "pg_namespace",
+    "pg_class",
+    "pg_attribute",
+    "pg_type",
+    "pg_database",
+    "pg_roles",
+    "pg_user",
+    "pg_am",
+];
+
+/// Whether `name` (lower case) is a table of `pg_catalog`.
+pub(crate) fn is_catalog_table(name: &str) -> bool {
+    FILLED.contains(&name) || EMPTY.contains(&name)
+}
+
+/// One table or view of the session, as the catalog lists it.
+struct Relation {
+    oid: i32,
+    name: String,
+    kind: &'static str,
+    schema: SchemaRef,
+}
+
+/// The session's relations in name order, numbered.
+fn relations(public: &dyn SchemaProvider) -> Vec<Relation> {
+    let mut names = public.table_names();
+    names.sort();
+    let mut out = Vec::new();
+    for (i, name) in names.into_iter().enumerate() {
+        // A table that cannot be opened (a directory of broken files) is left out
+        // of the listing; querying it names the cause.
+        let Ok(Some(table)) = futures::executor::block_on(public.table(&name)) else {
+            continue;
+        };
+        out.push(Relation {
+            oid: FIRST_TABLE_OID + i32::try_from(i).unwrap_or(i32::MAX - FIRST_TABLE_OID),
+            kind: if table.table_type() == TableType::View {
+                "v"
+            } else {
+                "r"
+            },
+            schema: table.schema(),
+            name,
+        });
+    }
+    out
+}
+
+/// PostgreSQL's types as `pg_type` lists them: OID, name, length, category.
+const TYPES: &[(i32, &str, i16, &str)] = &[
+    (16, "bool", 1, "B"),
+    (17, "bytea", -1, "U"),
+    (18, "char", 1, "Z"),
+    (19, "name", 64, "S"),
+    (20, "int8", 8, "N"),
+    (21, "int2", 2, "N"),
+    (23, "int4", 4, "N"),
+    (25, "text", -1, "S"),
+    (26, "oid", 4, "N"),
+    (700, "float4", 4, "N"),
+    (701, "float8", 8, "N"),
+    (705, "unknown", -2, "X"),
+    (1043, "varchar", -1, "S"),
+    (1082, "date", 4, "D"),
+    (1083, "time", 8, "D"),
+    (1114, "timestamp", 8, "D"),
+    (1184, "timestamptz", 8, "D"),
+    (1186, "interval", 16, "T"),
+    (1700, "numeric", -1, "N"),
+];
+
+/// `format_type(oid, typmod)`: the SQL name of a type.
+fn format_type(oid: i32, typmod: i32) -> Option<String> {
+    let name = match oid {
+        16 => "boolean",
+        17 => "bytea",
+        18 => "\"char\"",
+        19 => "name",
+        20 => "bigint",
+        21 => "smallint",
+        23 => "integer",
+        25 => "text",
+        26 => "oid",
+        700 => "real",
+        701 => "double precision",
+        705 => "unknown",
+        1043 => "character varying",
+        1082 => "date",
+        1083 => "time without time zone",
+        1114 => "timestamp without time zone",
+        1184 => "timestamp with time zone",
+        1186 => "interval",
+        1700 if typmod >= 4 => {
+            let m = typmod - 4;
+            return Some(format!("numeric({},{})", m >> 16, m & 0xffff));
+        }
+        1700 => "numeric",
+        _ => return None,
+    };
+    Some(name.to_owned())
+}
+
+/// The type modifier PostgreSQL gives a column of `t` (numeric's precision and scale).
+fn typmod(t: &DataType) -> i32 {
+    match t {
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => ((i32::from(*p) << 16) | (i32::from(*s) & 0xffff)) + 4,
+        _ => -1,
+    }
+}
+
+/// A catalog table: its rows made from the session's relations at each scan.
+struct CatalogTable {
+    schema: SchemaRef,
+    /// The session's `public` schema (holding it makes no cycle: it does not hold
+    /// `pg_catalog`).
+    public: Arc<dyn SchemaProvider>,
+    rows: Rows,
+    facts: Arc<Facts>,
+}
+
+/// A catalog table's column: its name and type.
+type Column = (&'static str, DataType);
+
+/// How a catalog table's columns are made from the session's relations.
+type Rows = fn(&[Relation], &Facts) -> Vec<ArrayRef>;
+
+/// What the catalog says of the host and the connection.
+pub(crate) struct Facts {
+    pub(crate) database: String,
+}
+
+impl std::fmt::Debug for CatalogTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogTable").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl TableProvider for CatalogTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let relations = relations(self.public.as_ref());
+        let columns = (self.rows)(&relations, &self.facts);
+        let batch = if columns.is_empty() {
+            RecordBatch::new_empty(Arc::clone(&self.schema))
+        } else {
+            RecordBatch::try_new(Arc::clone(&self.schema), columns)?
+        };
+        let table = MemTable::try_new(Arc::clone(&self.schema), vec![vec![batch]])?;
+        table.scan(state, projection, filters, limit).await
+    }
+}
+
+fn schema(columns: &[(&str, DataType)]) -> SchemaRef {
+    Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(n, t)| Field::new(*n, t.clone(), true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn strings<'a>(values: impl IntoIterator<Item = Option<&'a str>>) -> ArrayRef {
+    let mut b = StringBuilder::new();
+    for v in values {
+        b.append_option(v);
+    }
+    Arc::new(b.finish())
+}
+
+fn ints(values: impl IntoIterator<Item = i32>) -> ArrayRef {
+    let mut b = Int32Builder::new();
+    for v in values {
+        b.append_value(v);
+    }
+    Arc::new(b.finish())
+}
+
+fn smallints(values: impl IntoIterator<Item = i16>) -> ArrayRef {
+    let mut b = Int16Builder::new();
+    for v in values {
+        b.append_value(v);
+    }
+    Arc::new(b.finish())
+}
+
+fn bools(values: impl IntoIterator<Item = bool>) -> ArrayRef {
+    let mut b = BooleanBuilder::new();
+    for v in values {
+        b.append_value(v);
+    }
+    Arc::new(b.finish())
+}
+
+fn pg_namespace(_: &[Relation], _: &Facts) -> Vec<ArrayRef> {
+    let rows = [
+        (PG_CATALOG_OID, "pg_catalog"),
+        (PUBLIC_OID, "public"),
+        (INFORMATION_SCHEMA_OID, "information_schema"),
+    ];
+    vec![
+        ints(rows.iter().map(|r| r.0)),
+        strings(rows.iter().map(|r| Some(r.1))),
+        ints(rows.iter().map(|_| OWNER_OID)),
+        strings(rows.iter().map(|_| None)),
+    ]
+}
+
+const PG_CLASS: &[(&str, DataType)] = &[
+    ("oid", DataType::Int32),
+    ("relname", DataType::Utf8),
+    ("relnamespace", DataType::Int32),
+    ("reltype", DataType::Int32),
+    ("relowner", DataType::Int32),
+    ("relam", DataType::Int32),
+    ("reltablespace", DataType::Int32),
+    ("reltoastrelid", DataType::Int32),
+    ("reloftype", DataType::Int32),
+    ("relkind", DataType::Utf8),
+    ("relpersistence", DataType::Utf8),
+    ("relreplident", DataType::Utf8),
+    ("relnatts", DataType::Int16),
+    ("relchecks", DataType::Int16),
+    ("relhasindex", DataType::Boolean),
+    ("relhasrules", DataType::Boolean),
+    ("relhastriggers", DataType::Boolean),
+    ("relhassubclass", DataType::Boolean),
+    ("relrowsecurity", DataType::Boolean),
+    ("relforcerowsecurity", DataType::Boolean),
+    ("relispartition", DataType::Boolean),
+    ("relispopulated", DataType::Boolean),
+    ("reloptions", DataType::Utf8),
+    ("relpartbound", DataType::Utf8),
+    ("relacl", DataType::Utf8),
+];
+
+fn pg_class(rels: &[Relation], _: &Facts) -> Vec<ArrayRef> {
+    let n = rels.len();
+    let zeros = || ints(std::iter::repeat_n(0, n));
+    let no = || bools(std::iter::repeat_n(false, n));
+    vec![
+        ints(rels.iter().map(|r| r.oid)),
+        strings(rels.iter().map(|r| Some(r.name.as_str()))),
+        ints(std::iter::repeat_n(PUBLIC_OID, n)),
+        zeros(),
+        ints(std::iter::repeat_n(OWNER_OID, n)),
+        zeros(),
+        zeros(),
+        zeros(),
+        zeros(),
+        strings(rels.iter().map(|r| Some(r.kind))),
+        strings(std::iter::repeat_n(Some("p"), n)),
+        strings(std::iter::repeat_n(Some("d"), n)),
+        smallints(
+            rels.iter()
+                .map(|r| i16::try_from(r.schema.fields().len()).unwrap_or(i16::MAX)),
+        ),
+        smallints(std::iter::repeat_n(0, n)),
+        no(),
+        no(),
+        no(),
+        no(),
+        no(),
+        no(),
+        no(),
+        bools(std::iter::repeat_n(true, n)),
+        strings(std::iter::repeat_n(None, n)),
+        strings(std::iter::repeat_n(None, n)),
+        strings(std::iter::repeat_n(None, n)),
+    ]
+}
+
+const PG_ATTRIBUTE: &[(&str, DataType)] = &[
+    ("attrelid", DataType::Int32),
+    ("attname", DataType::Utf8),
+    ("atttypid", DataType::Int32),
+    ("attlen", DataType::Int16),
+    ("attnum", DataType::Int16),
+    ("atttypmod", DataType::Int32),
+    ("attndims", DataType::Int16),
+    ("attnotnull", DataType::Boolean),
+    ("atthasdef", DataType::Boolean),
+    ("attidentity", DataType::Utf8),
+    ("attgenerated", DataType::Utf8),
+    ("attisdropped", DataType::Boolean),
+    ("attcollation", DataType::Int32),
+];
+
+fn pg_attribute(rels: &[Relation], _: &Facts) -> Vec<ArrayRef> {
+    let columns: Vec<(i32, i16, &Field)> =
+        rels.iter()
+            .flat_map(|r| {
+                r.schema.fields().iter().enumerate().map(move |(i, f)| {
+                    (r.oid, i16::try_from(i + 1).unwrap_or(i16::MAX), f.as_ref())
+                })
+            })
+            .collect();
+    let n = columns.len();
+    let oid_of = |f: &Field| i32::try_from(pg_type(f.data_type()).oid()).unwrap_or(25);
+    let len_of = |f: &Field| TYPES.iter().find(|t| t.0 == oid_of(f)).map_or(-1, |t| t.2);
+    let textual = |f: &Field| matches!(oid_of(f), 25 | 1043);
+    vec![
+        ints(columns.iter().map(|c| c.0)),
+        strings(columns.iter().map(|c| Some(c.2.name().as_str()))),
+        ints(columns.iter().map(|c| oid_of(c.2))),
+        smallints(columns.iter().map(|c| len_of(c.2))),
+        smallints(columns.iter().map(|c| c.1)),
+        ints(columns.iter().map(|c| typmod(c.2.data_type()))),
+        smallints(std::iter::repeat_n(0, n)),
+        bools(columns.iter().map(|c| !c.2.is_nullable())),
+        bools(std::iter::repeat_n(false, n)),
+        strings(std::iter::repeat_n(Some(""), n)),
+        strings(std::iter::repeat_n(Some(""), n)),
+        bools(std::iter::repeat_n(false, n)),
+        ints(columns.iter().map(|c| if textual(c.2) { 100 } else { 0 })),
+    ]
+}
+
+const PG_TYPE: &[(&str, DataType)] = &[
+    ("oid", DataType::Int32),
+    ("typname", DataType::Utf8),
+    ("typnamespace", DataType::Int32),
+    ("typowner", DataType::Int32),
+    ("typlen", DataType::Int16),
+    ("typbyval", DataType::Boolean),
+    ("typtype", DataType::Utf8),
+    ("typcategory", DataType::Utf8),
+    ("typisdefined", DataType::Boolean),
+    ("typrelid", DataType::Int32),
+    ("typelem", DataType::Int32),
+    ("typarray", DataType::Int32),
+    ("typbasetype", DataType::Int32),
+    ("typtypmod", DataType::Int32),
+    ("typnotnull", DataType::Boolean),
+    ("typcollation", DataType::Int32),
+];
+
+fn pg_type_rows(_: &[Relation], _: &Facts) -> Vec<ArrayRef> {
+    let n = TYPES.len();
+    vec![
+        ints(TYPES.iter().map(|t| t.0)),
+        strings(TYPES.iter().map(|t| Some(t.1))),
+        ints(std::iter::repeat_n(PG_CATALOG_OID, n)),
+        ints(std::iter::repeat_n(OWNER_OID, n)),
+        smallints(TYPES.iter().map(|t| t.2)),
+        bools(TYPES.iter().map(|t| (1..=8).contains(&t.2))),
+        strings(std::iter::repeat_n(Some("b"), n)),
+        strings(TYPES.iter().map(|t| Some(t.3))),
+        bools(std::iter::repeat_n(true, n)),
+        ints(std::iter::repeat_n(0, n)),
+        ints(std::iter::repeat_n(0, n)),
+        ints(std::iter::repeat_n(0, n)),
+        ints(std::iter::repeat_n(0, n)),
+        ints(std::iter::repeat_n(-1, n)),
+        bools(std::iter::repeat_n(false, n)),
+        ints(
+            TYPES
+                .iter()
+                .map(|t| if matches!(t.0, 25 | 1043) { 100 } else { 0 }),
+        ),
+    ]
+}
+
+const PG_DATABASE: &[(&str, DataType)] = &[
+    ("oid", DataType::Int32),
+    ("datname", DataType::Utf8),
+    ("datdba", DataType::Int32),
+    ("encoding", DataType::Int32),
+    ("datlocprovider", DataType::Utf8),
+    ("datistemplate", DataType::Boolean),
+    ("datallowconn", DataType::Boolean),
+    ("datcollate", DataType::Utf8),
+    ("datctype", DataType::Utf8),
+    ("daticulocale", DataType::Utf8),
+    ("datacl", DataType::Utf8),
+];
+
+fn pg_database(_: &[Relation], facts: &Facts) -> Vec<ArrayRef> {
+    vec![
+        ints([1]),
+        strings([Some(facts.database.as_str())]),
+        ints([OWNER_OID]),
+        // UTF8.
+        ints([6]),
+        strings([Some("c")]),
+        bools([false]),
+        bools([true]),
+        strings([Some("C")]),
+        strings([Some("C")]),
+        strings([None]),
+        strings([None]),
+    ]
+}
+
+const PG_ROLES: &[(&str, DataType)] = &[
+    ("oid", DataType::Int32),
+    ("rolname", DataType::Utf8),
+    ("rolsuper", DataType::Boolean),
+    ("rolinherit", DataType::Boolean),
+    ("rolcreaterole", DataType::Boolean),
+    ("rolcreatedb", DataType::Boolean),
+    ("rolcanlogin", DataType::Boolean),
+    ("rolreplication", DataType::Boolean),
+    ("rolbypassrls", DataType::Boolean),
+    ("rolconnlimit", DataType::Int32),
+];
+
+fn pg_roles(_: &[Relation], _: &Facts) -> Vec<ArrayRef> {
+    vec![
+        ints([OWNER_OID]),
+        strings([Some(OWNER)]),
+        bools([false]),
+        bools([true]),
+        bools([false]),
+        bools([false]),
+        bools([true]),
+        bools([false]),
+        bools([false]),
+        ints([-1]),
+    ]
+}
+
+const PG_AM: &[(&str, DataType)] = &[
+    ("oid", DataType::Int32),
+    ("amname", DataType::Utf8),
+    ("amtype", DataType::Utf8),
+];
+
+fn nothing(_: &[Relation], _: &Facts) -> Vec<ArrayRef> {
+    Vec::new()
+}
+
+/// Registers the `pg_catalog` schema and PostgreSQL's functions in `ctx`.
+pub(crate) fn register(
+    ctx: &SessionContext,
+    facts: Facts,
+    settings: Arc<Mutex<Settings>>,
+    default_zone: String,
+) -> DfResult<()> {
+    let facts = Arc::new(facts);
+    let tables: Vec<(&str, &[Column], Rows)> = vec![
+        (
+            "pg_namespace",
+            &[
+                ("oid", DataType::Int32),
+                ("nspname", DataType::Utf8),
+                ("nspowner", DataType::Int32),
+                ("nspacl", DataType::Utf8),
+            ],
+            pg_namespace,
+        ),
+        ("pg_class", PG_CLASS, pg_class),
+        ("pg_attribute", PG_ATTRIBUTE, pg_attribute),
+        ("pg_type", PG_TYPE, pg_type_rows),
+        ("pg_database", PG_DATABASE, pg_database),
+        ("pg_roles", PG_ROLES, pg_roles),
+        ("pg_user", PG_ROLES, pg_roles),
+        ("pg_am", PG_AM, nothing),
+    ];
+    let schema_provider = Arc::new(datafusion::catalog::MemorySchemaProvider::new());
+    let catalog = ctx
+        .catalog("datafusion")
+        .ok_or_else(|| datafusion::error::DataFusionError::Internal("no default catalog".into()))?;
+    let public = catalog
+        .schema("public")
+        .ok_or_else(|| datafusion::error::DataFusionError::Internal("no public schema".into()))?;
+    for (name, columns, rows) in tables {
+        schema_provider.register_table(
+            name.into(),
+            Arc::new(CatalogTable {
+                schema: schema(columns),
+                public: Arc::clone(&public),
+                rows,
+                facts: Arc::clone(&facts),
+            }),
+        )?;
+    }
+    for name in EMPTY {
+        schema_provider.register_table(
+            (*name).into(),
+            Arc::new(CatalogTable {
+                schema: schema(&[("oid", DataType::Int32)]),
+                public: Arc::clone(&public),
+                rows: nothing,
+                facts: Arc::clone(&facts),
+            }),
+        )?;
+    }
+    catalog.register_schema("pg_catalog", schema_provider)?;
+    functions(ctx, &facts, settings, default_zone);
+    Ok(())
+}
+
+/// A function of PostgreSQL's that tools call: any arguments, one answer per row.
+struct PgFunction {
+    name: &'static str,
+    signature: Signature,
+    returns: DataType,
+    answer: Answer,
+}
+
+/// A function's values for its arguments and the number of rows.
+type Answer = Box<dyn Fn(&[ColumnarValue], usize) -> DfResult<ColumnarValue> + Send + Sync>;
+
+impl std::fmt::Debug for PgFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgFunction")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl PartialEq for PgFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for PgFunction {}
+
+impl std::hash::Hash for PgFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for PgFunction {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
+        Ok(self.returns.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        (self.answer)(&args.args, args.number_rows)
+    }
+}
+
+fn constant(name: &'static str, nullary: bool, value: ScalarValue) -> PgFunction {
+    PgFunction {
+        name,
+        signature: if nullary {
+            Signature::nullary(Volatility::Stable)
+        } else {
+            Signature::variadic_any(Volatility::Stable)
+        },
+        returns: value.data_type(),
+        answer: Box::new(move |_, _| Ok(ColumnarValue::Scalar(value.clone()))),
+    }
+}
+
+/// An integer argument's values, one per row.
+fn int_values(arg: &ColumnarValue, rows: usize) -> DfResult<Vec<Option<i64>>> {
+    let array = arg.to_array(rows)?;
+    let array = arrow_cast::cast(&array, &DataType::Int64)?;
+    let ints = array
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .ok_or_else(|| datafusion::error::DataFusionError::Internal("cast to Int64".into()))?;
+    Ok(ints.iter().collect())
+}
+
+fn functions(
+    ctx: &SessionContext,
+    facts: &Facts,
+    settings: Arc<Mutex<Settings>>,
+    default_zone: String,
+) {
+    let text = |s: &str| ScalarValue::Utf8(Some(s.to_owned()));
+    let version = format!(
+        "PostgreSQL {} on x86_64-pc-linux-gnu, ringscan {}",
+        crate::SERVER_VERSION,
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut all = vec![
+        constant("version", true, text(&version)),
+        constant("current_database", true, text(&facts.database)),
+        constant("current_schema", true, text("public")),
+        constant(
+            "pg_backend_pid",
+            true,
+            ScalarValue::Int32(Some(std::process::id() as i32)),
+        ),
+        constant("pg_is_in_recovery", true, ScalarValue::Boolean(Some(false))),
+        constant("pg_get_userbyid", false, text(OWNER)),
+        constant(
+            "pg_table_is_visible",
+            false,
+            ScalarValue::Boolean(Some(true)),
+        ),
+        constant(
+            "pg_type_is_visible",
+            false,
+            ScalarValue::Boolean(Some(true)),
+        ),
+        constant(
+            "has_table_privilege",
+            false,
+            ScalarValue::Boolean(Some(true)),
+        ),
+        constant(
+            "has_schema_privilege",
+            false,
+            ScalarValue::Boolean(Some(true)),
+        ),
+        constant(
+            "has_database_privilege",
+            false,
+            ScalarValue::Boolean(Some(true)),
+        ),
+        constant(
+            "pg_relation_is_publishable",
+            false,
+            ScalarValue::Boolean(Some(false)),
+        ),
+        constant("pg_encoding_to_char", false, text("UTF8")),
+        constant("pg_get_expr", false, ScalarValue::Utf8(None)),
+        constant("obj_description", false, ScalarValue::Utf8(None)),
+        constant("col_description", false, ScalarValue::Utf8(None)),
+        constant("shobj_description", false, ScalarValue::Utf8(None)),
+        constant("pg_get_constraintdef", false, ScalarValue::Utf8(None)),
+        constant("pg_get_indexdef", false, ScalarValue::Utf8(None)),
+        constant("pg_get_viewdef", false, ScalarValue::Utf8(None)),
+    ];
+    all.push(PgFunction {
+        name: "format_type",
+        signature: Signature::variadic_any(Volatility::Immutable),
+        returns: DataType::Utf8,
+        answer: Box::new(|args, rows| {
+            let oids = int_values(&args[0], rows)?;
+            let mods = match args.get(1) {
+                Some(a) => int_values(a, rows)?,
+                None => vec![None; rows],
+            };
+            let names: Vec<Option<String>> = oids
+                .iter()
+                .zip(&mods)
+                .map(|(oid, m)| {
+                    let oid = i32::try_from((*oid)?).ok()?;
+                    format_type(oid, m.and_then(|m| i32::try_from(m).ok()).unwrap_or(-1))
+                })
+                .collect();
+            Ok(ColumnarValue::Array(strings(
+                names.iter().map(|n| n.as_deref()),
+            )))
+        }),
+    });
+    // The catalog's array columns (ACLs, options) are always NULL here.
+    all.push(PgFunction {
+        name: "array_to_string",
+        signature: Signature::variadic_any(Volatility::Immutable),
+        returns: DataType::Utf8,
+        answer: Box::new(|args, rows| {
+            let array = args[0].to_array(rows)?;
+            Ok(ColumnarValue::Array(arrow_cast::cast(
+                &array,
+                &DataType::Utf8,
+            )?))
+        }),
+    });
+    all.push(PgFunction {
+        name: "current_setting",
+        signature: Signature::variadic_any(Volatility::Stable),
+        returns: DataType::Utf8,
+        answer: Box::new(move |args, rows| {
+            let array = args[0].to_array(rows)?;
+            let array = arrow_cast::cast(&array, &DataType::Utf8)?;
+            let names = array
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .ok_or_else(|| datafusion::error::DataFusionError::Internal("cast".into()))?;
+            let settings = settings.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut values = Vec::with_capacity(rows);
+            for name in names.iter() {
+                let Some(name) = name else {
+                    values.push(None);
+                    continue;
+                };
+                let canonical = Settings::canonical(name)
+                    .map_err(|r| datafusion::error::DataFusionError::Plan(r.message))?;
+                values.push(Some(match settings.get(canonical) {
+                    v if v.is_empty() && canonical == "TimeZone" => default_zone.clone(),
+                    v => v,
+                }));
+            }
+            Ok(ColumnarValue::Array(strings(
+                values.iter().map(|v| v.as_deref()),
+            )))
+        }),
+    });
+    for f in all {
+        ctx.register_udf(ScalarUDF::new_from_impl(f));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_catalog_table_answers_and_lists_the_sessions_tables() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("runtime");
+        let ctx = SessionContext::new();
+        let table_schema = schema(&[
+            ("k", DataType::Int64),
+            ("price", DataType::Decimal128(18, 3)),
+        ]);
+        let batch = RecordBatch::new_empty(Arc::clone(&table_schema));
+        ctx.register_table(
+            "trades",
+            Arc::new(MemTable::try_new(table_schema, vec![vec![batch]]).expect("table")),
+        )
+        .expect("register");
+        register(
+            &ctx,
+            Facts {
+                database: "db".into(),
+            },
+            Arc::new(Mutex::new(Settings::default())),
+            "UTC".into(),
+        )
+        .expect("catalog");
+        let run = |sql: &str| -> Vec<String> {
+            rt.block_on(async {
+                let batches: Vec<RecordBatch> = ctx.sql(sql).await?.collect().await?;
+                let mut lines = Vec::new();
+                for b in &batches {
+                    for i in 0..b.num_rows() {
+                        let cells: Vec<String> = b
+                            .columns()
+                            .iter()
+                            .map(|c| crate::text::text(c.as_ref(), i).unwrap_or_default())
+                            .collect();
+                        lines.push(cells.join("|"));
+                    }
+                }
+                datafusion::error::Result::Ok(lines)
+            })
+            .unwrap_or_else(|e: datafusion::error::DataFusionError| panic!("{sql}: {e}"))
+        };
+        for name in FILLED.iter().chain(EMPTY) {
+            run(&format!("SELECT * FROM pg_catalog.{name}"));
+        }
+        assert_eq!(
+            run("SELECT oid, relname, relkind FROM pg_catalog.pg_class"),
+            ["16384|trades|r"]
+        );
+        assert_eq!(
+            run(
+                "SELECT attname, format_type(atttypid, atttypmod), attnotnull \
+                 FROM pg_catalog.pg_attribute WHERE attrelid = 16384 ORDER BY attnum"
+            ),
+            ["k|bigint|f", "price|numeric(18,3)|f"]
+        );
+        assert_eq!(
+            run("SELECT current_database(), current_setting('DateStyle')"),
+            ["db|ISO, MDY"]
+        );
+    }
+
+    #[test]
+    fn types_are_named_as_postgresql_names_them() {
+        assert_eq!(format_type(20, -1).as_deref(), Some("bigint"));
+        assert_eq!(
+            format_type(1184, -1).as_deref(),
+            Some("timestamp with time zone")
+        );
+        let m = typmod(&DataType::Decimal128(18, 3));
+        assert_eq!(format_type(1700, m).as_deref(), Some("numeric(18,3)"));
+        assert_eq!(format_type(1700, -1).as_deref(), Some("numeric"));
+        assert_eq!(format_type(424_242, -1), None);
+    }
+}
