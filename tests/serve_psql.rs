@@ -6,47 +6,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cli::{ringscan, DaemonGuard};
-
-/// A running `ringscan serve`, logging to a file (never the test's own output), killed
-/// if the test fails before it stops it.
-struct Host {
-    child: Child,
-    port: u16,
-}
+use common::serve::Host;
 
 impl Host {
-    fn start(data: &Path, log: &Path, options: &[&str]) -> Self {
-        let out = std::fs::File::create(log).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(data)
-            .args(options)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out)
-            .spawn()
-            .expect("spawn ringscan serve");
-        // Owned by the guard from here: a failure below kills and reaps it.
-        let mut host = Self { child, port: 0 };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            if let Some(port) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("listening on 127.0.0.1:"))
-            {
-                host.port = port.trim().parse().expect("port");
-                return host;
-            }
-            assert!(Instant::now() < deadline, "no 'listening on' line: {text}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
     /// `psql -At` (unaligned, tuples only) of `sql`: (status ok, stdout, stderr).
     fn psql(&self, sql: &str) -> (bool, String, String) {
         self.psql_commands(&[sql])
@@ -68,13 +34,6 @@ impl Host {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
