@@ -164,6 +164,85 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
 }
 
 #[test]
+fn sigterm_lets_a_statement_run_out_its_grace_then_stops_it_and_the_daemon() {
+    if !have_psql() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
+    assert!(generated.status.success(), "{generated:?}");
+    let _daemon = DaemonGuard(&data);
+    let log = dir.path().join("serve.log");
+    let mut host = Host::start(&data, &log, &["--shutdown-grace", "1"]);
+    // The daemon started and the table's footers read before the statement under test.
+    let (ok, _, err) = host.psql("SELECT count(*) FROM ohlcv");
+    assert!(ok, "{err}");
+    // Every close against every other: many seconds.
+    let slow = "SELECT count(*) FROM ohlcv a, ohlcv b WHERE a.close < b.close + a.volume * 0";
+    let client_log = dir.path().join("psql.log");
+    let out = std::fs::File::create(&client_log).expect("log");
+    let mut client = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
+        .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At"])
+        .args(["-c", "\\set VERBOSITY verbose", "-c", slow])
+        .env("PGCONNECT_TIMEOUT", "10")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
+        .spawn()
+        .expect("psql");
+    // The statement runs once psql is connected and its session is open; it then
+    // runs for many seconds, of which 1.5 pass before the signal.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // (The second psql connection: the first was the warm-up's.)
+    while std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .matches("application \"psql\"")
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "psql never connected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Command::new("kill")
+        .args(["-TERM", &host.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = host.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the host still runs 15 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = client.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let psql = std::fs::read_to_string(&client_log).unwrap_or_default();
+    assert!(status.success(), "{status:?}\n{text}");
+    assert!(
+        text.contains("stopping 1 statement(s) still running after 1 s"),
+        "{text}"
+    );
+    assert!(
+        psql.contains("57P01") && psql.contains("administrator command"),
+        "psql: {psql}\nhost: {text}"
+    );
+    // The daemon the host started is gone with it.
+    let status = ringscan(&["daemon", "status"], &data);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("no daemon running"),
+        "{status:?}"
+    );
+}
+
+#[test]
 fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked() {
     let Some(python) = common::python::python_or_skip("serve_psycopg") else {
         return;

@@ -32,6 +32,62 @@ pub(crate) struct Shared {
     pub(crate) open: AtomicUsize,
     /// Past this many, a new connection is refused with SQLSTATE 53300.
     pub(crate) max_connections: usize,
+    /// The statements running now, by number: what a shutdown waits for, then stops.
+    pub(crate) running: Mutex<std::collections::HashMap<u64, Interrupt>>,
+    pub(crate) next_statement: std::sync::atomic::AtomicU64,
+    pub(crate) next_connection: std::sync::atomic::AtomicU64,
+    /// Statements slower than this are logged.
+    pub(crate) slow_statement: Duration,
+}
+
+impl Shared {
+    /// Stops every running statement with `reason`.
+    pub(crate) fn interrupt_all(&self, reason: &str) {
+        for interrupt in self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            interrupt.fire(reason);
+        }
+    }
+
+    /// How many statements are running.
+    pub(crate) fn running(&self) -> usize {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// A statement's entry in [`Shared::running`], removed when it ends.
+struct Running<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl<'a> Running<'a> {
+    fn register(shared: &'a Shared, interrupt: &Interrupt) -> Self {
+        let id = shared.next_statement.fetch_add(1, Ordering::Relaxed);
+        shared
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, interrupt.clone());
+        Self { shared, id }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
 }
 
 /// A counted connection: the count drops when it closes.
@@ -39,14 +95,18 @@ pub(crate) struct Slot {
     shared: Arc<Shared>,
     /// Its number among the open connections, from 1.
     pub(crate) number: usize,
+    /// Its number among all connections the host accepted (for the log).
+    pub(crate) id: u64,
 }
 
 impl Slot {
     pub(crate) fn take(shared: &Arc<Shared>) -> Self {
         let number = shared.open.fetch_add(1, Ordering::SeqCst) + 1;
+        let id = shared.next_connection.fetch_add(1, Ordering::Relaxed) + 1;
         Self {
             shared: Arc::clone(shared),
             number,
+            id,
         }
     }
 
@@ -218,6 +278,9 @@ impl Connection {
     ) -> Result<QueryOutcome, EngineError> {
         let interrupt = Interrupt::new();
         let _stop_on_drop = FireOnDrop(interrupt.clone());
+        let _running = Running::register(&self.shared, &interrupt);
+        let started = std::time::Instant::now();
+        let logged = sql.clone();
         let timer = timeout.map(|after| {
             let interrupt = interrupt.clone();
             tokio::spawn(async move {
@@ -238,6 +301,15 @@ impl Connection {
             .await;
         if let Some(timer) = timer {
             timer.abort();
+        }
+        let took = started.elapsed();
+        if took >= self.shared.slow_statement {
+            crate::log(&format!(
+                "connection {}: slow statement ({} ms): {}",
+                self.slot.id,
+                took.as_millis(),
+                one_line(&logged)
+            ));
         }
         result
     }
@@ -297,6 +369,15 @@ impl Connection {
     }
 }
 
+/// `sql` on one line, cut to 300 characters, for the log.
+pub(crate) fn one_line(sql: &str) -> String {
+    let line: String = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(300) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line,
+    }
+}
+
 /// Fires its interrupt when dropped: the statement's future was dropped before its
 /// query ended (a cancel request won the race, or the connection closed).
 struct FireOnDrop(Interrupt);
@@ -350,7 +431,9 @@ pub(crate) fn engine_error(e: EngineError) -> Box<ErrorInfo> {
     let message = e.to_string();
     let code = match &e {
         EngineError::Query(_) => query_code(&message.to_ascii_lowercase()),
-        EngineError::Interrupted(_) => "57014", // query_canceled
+        // admin_shutdown, or query_canceled (a cancel request, statement_timeout).
+        EngineError::Interrupted(reason) if reason.contains("administrator") => "57P01",
+        EngineError::Interrupted(_) => "57014",
         // The daemon or the runtime: a system error.
         _ => "58000",
     };

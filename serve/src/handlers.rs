@@ -129,6 +129,14 @@ impl StartupHandler for Handler {
             .insert::<Arc<ConnectionHandle>>(handle);
         client.session_extensions().insert(guard);
 
+        let param = |k: &str| startup.parameters.get(k).map_or("", String::as_str);
+        crate::log(&format!(
+            "connection {}: user {:?}, database {:?}, application {:?}",
+            conn.slot.id,
+            param("user"),
+            param("database"),
+            param("application_name")
+        ));
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = crate::SERVER_VERSION.into();
         parameters.time_zone = zone;
@@ -159,6 +167,9 @@ impl SimpleQueryHandler for Handler {
                 Ok(outcome) => outcome.into_response(&Format::UnifiedText),
                 Err(e) => Response::Error(e),
             };
+            if let Response::Error(e) = &response {
+                log_error(&self.0, e, sql);
+            }
             let failed = matches!(response, Response::Error(_));
             responses.push(response);
             // As PostgreSQL does: the statements after a failed one do not run.
@@ -329,9 +340,23 @@ impl ExtendedQueryHandler for Handler {
         };
         Ok(match self.0.execute(&stmt.sql, &stmt.class, params).await {
             Ok(outcome) => outcome.into_response(&portal.result_column_format),
-            Err(e) => Response::Error(e),
+            Err(e) => {
+                log_error(&self.0, &e, &stmt.sql);
+                Response::Error(e)
+            }
         })
     }
+}
+
+/// One log line per failed statement.
+fn log_error(conn: &Connection, e: &ErrorInfo, sql: &str) {
+    crate::log(&format!(
+        "connection {}: error {}: {} (statement: {})",
+        conn.slot.id,
+        e.code,
+        e.message,
+        crate::conn::one_line(sql)
+    ));
 }
 
 /// The portal's parameter values, each read as the type the client gave it, else the

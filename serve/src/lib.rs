@@ -21,6 +21,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ringscan_executor::engine::EngineOptions;
 
@@ -53,6 +54,17 @@ pub struct ServeOptions {
     pub engine: EngineOptions,
     /// Connections served at once; the next is refused (SQLSTATE 53300).
     pub max_connections: usize,
+    /// On SIGTERM / SIGINT, how long running statements may go on before they are
+    /// stopped.
+    pub shutdown_grace: Duration,
+    /// Statements that take longer are logged.
+    pub slow_statement: Duration,
+}
+
+/// One line on stderr (the host's log), with the time.
+pub(crate) fn log(line: &str) {
+    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
+    eprintln!("{now} {line}");
 }
 
 /// Why the host could not start or stopped.
@@ -93,7 +105,10 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
-    runtime.block_on(serve(options, spawn, ready))
+    let served = runtime.block_on(serve(options, spawn, ready));
+    // Sessions close on blocking threads; a stuck one does not hold the exit.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    served
 }
 
 async fn serve(
@@ -120,27 +135,75 @@ async fn serve(
         manager: Arc::new(pgwire::api::ConnectionManager::new()),
         open: std::sync::atomic::AtomicUsize::new(0),
         max_connections: options.max_connections,
+        running: std::sync::Mutex::new(std::collections::HashMap::new()),
+        next_statement: std::sync::atomic::AtomicU64::new(0),
+        next_connection: std::sync::atomic::AtomicU64::new(0),
+        slow_statement: options.slow_statement,
     });
-    loop {
+    let mut connections = tokio::task::JoinSet::new();
+    let signal = loop {
         tokio::select! {
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break "SIGTERM",
+            _ = interrupt.recv() => break "SIGINT",
+            // Finished connections are reaped as they end.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => {
-                let (socket, _) = match accepted {
+                let (socket, peer) = match accepted {
                     Ok(a) => a,
                     // A connection that failed before we got it (reset, out of files):
                     // the next one may do better.
-                    Err(_) => continue,
+                    Err(e) => {
+                        log(&format!("accepting a connection failed: {e}"));
+                        continue;
+                    }
                 };
                 let _ = socket.set_nodelay(true);
                 let slot = conn::Slot::take(&shared);
+                let id = slot.id;
                 let connection = conn::Connection::new(Arc::clone(&shared), slot);
                 let handlers = handlers::Handlers(Arc::new(connection));
-                tokio::spawn(async move {
-                    let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                connections.spawn(async move {
+                    let started = Instant::now();
+                    log(&format!("connection {id} from {peer}"));
+                    let ended = pgwire::tokio::process_socket(socket, None, handlers).await;
+                    let how = match ended {
+                        Ok(()) => String::new(),
+                        Err(e) => format!(" ({e})"),
+                    };
+                    log(&format!(
+                        "connection {id} closed after {:.1} s{how}",
+                        started.elapsed().as_secs_f64()
+                    ));
                 });
             }
         }
+    };
+    // Stop accepting; let running statements finish within the grace period, then
+    // stop them and close every connection.
+    drop(listener);
+    log(&format!(
+        "{signal}: stopped listening; {} statement(s) running, {} connection(s) open",
+        shared.running(),
+        connections.len()
+    ));
+    let deadline = Instant::now() + options.shutdown_grace;
+    while shared.running() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let left = shared.running();
+    if left > 0 {
+        log(&format!(
+            "stopping {left} statement(s) still running after {} s",
+            options.shutdown_grace.as_secs_f64()
+        ));
+        shared.interrupt_all("terminating connection due to administrator command");
+        // Their errors reach their clients before the connections close.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while shared.running() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
     Ok(())
 }

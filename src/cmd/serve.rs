@@ -2,7 +2,9 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use ringscan_executor::engine::EngineOptions;
@@ -10,6 +12,7 @@ use ringscan_serve::{ServeOptions, Spawn};
 
 use super::common::data_dir;
 use super::daemon::spawn_detached;
+use ringscan_ipc::client::{socket_path, DaemonClient};
 
 /// How long a daemon started by the host stays up without work.
 const DAEMON_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -26,6 +29,13 @@ pub(crate) struct ServeArgs {
     /// Connections served at once; past it a client is refused with SQLSTATE 53300.
     #[arg(long, default_value_t = 100)]
     max_connections: usize,
+    /// On SIGTERM or SIGINT, seconds running statements may go on before they are
+    /// stopped.
+    #[arg(long, default_value_t = 10.0)]
+    shutdown_grace: f64,
+    /// Statements slower than this many milliseconds are logged.
+    #[arg(long, default_value_t = 1000)]
+    slow_statement_ms: u64,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -38,16 +48,37 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     }
     let exe = std::env::current_exe()?;
     let daemon_data = data.clone();
-    let spawn: Spawn =
-        Arc::new(move || spawn_detached(&exe, &daemon_data, DAEMON_IDLE_TIMEOUT).map(drop));
+    // Whether this host started the daemon: then it stops it when it exits.
+    let started = Arc::new(AtomicBool::new(false));
+    let started_by_us = Arc::clone(&started);
+    let spawn: Spawn = Arc::new(move || {
+        spawn_detached(&exe, &daemon_data, DAEMON_IDLE_TIMEOUT)?;
+        started_by_us.store(true, Ordering::SeqCst);
+        Ok(())
+    });
+    anyhow::ensure!(
+        args.shutdown_grace.is_finite() && args.shutdown_grace >= 0.0,
+        "--shutdown-grace must be a number of seconds, 0 or more"
+    );
+    let daemon_socket = socket_path(&data);
     let options = ServeOptions {
         data,
         listen: args.listen,
         engine: EngineOptions::default(),
         max_connections: args.max_connections,
+        shutdown_grace: Duration::from_secs_f64(args.shutdown_grace),
+        slow_statement: Duration::from_millis(args.slow_statement_ms),
     };
-    ringscan_serve::run(options, spawn, |addr| {
+    let served = ringscan_serve::run(options, spawn, |addr| {
         println!("listening on {addr}");
-    })?;
+    });
+    if started.load(Ordering::SeqCst) {
+        // Another client of the daemon would start it again on demand.
+        let stopped = DaemonClient::connect(&daemon_socket).and_then(DaemonClient::stop);
+        if let Err(e) = stopped {
+            eprintln!("ringscan serve: the IO daemon it started did not stop: {e}");
+        }
+    }
+    served?;
     Ok(std::process::ExitCode::SUCCESS)
 }
