@@ -120,6 +120,22 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
     assert!(ok);
     assert_eq!(wire, "2\n");
 
+    // \copy to a client-side file: COPY ... TO STDOUT in CSV with a header, equal to
+    // ringscan query's CSV.
+    let sql = "SELECT symbol, count(*) AS n, max(close) AS top FROM ohlcv GROUP BY symbol ORDER BY symbol";
+    let file = dir.path().join("copied.csv");
+    let (ok, wire, err) = host.psql(&format!(
+        "\\copy ({sql}) to '{}' csv header",
+        file.display()
+    ));
+    assert!(ok, "{err}");
+    assert_eq!(wire, "COPY 8\n");
+    let direct = ringscan(&["query", "--format", "csv", sql], &data);
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("copied"),
+        String::from_utf8_lossy(&direct.stdout)
+    );
+
     // psql's catalog commands answer from the data directory.
     let (ok, wire, err) = host.psql_commands(&["\\dt", "\\d ohlcv", "\\l", "\\dn"]);
     assert!(ok, "{err}");
@@ -170,7 +186,8 @@ fn sigterm_lets_a_statement_run_out_its_grace_then_stops_it_and_the_daemon() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
+    // 60,000 rows: the cross join below runs for many seconds even on a fast machine.
+    let generated = ringscan(&["generate", "ohlcv", "--rows", "60000"], &data);
     assert!(generated.status.success(), "{generated:?}");
     let _daemon = DaemonGuard(&data);
     let log = dir.path().join("serve.log");

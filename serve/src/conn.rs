@@ -155,6 +155,8 @@ impl Drop for Connection {
 /// What a statement produced, before it is put in a format.
 pub(crate) enum Outcome {
     Rows(Box<QueryOutcome>),
+    /// A `COPY ... TO STDOUT`'s rows.
+    Copy(Box<crate::copy::CopyOut>, Box<QueryOutcome>),
     /// Text rows with their column names (`SHOW`).
     Text(Vec<String>, Vec<Vec<String>>),
     Begin,
@@ -248,6 +250,17 @@ impl Connection {
                 Ok(Outcome::Done("RESET".into()))
             }
             Class::Show(name) => self.show(name).await,
+            Class::Copy => {
+                let copy = crate::copy::parse(sql).map_err(|(code, message)| {
+                    Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
+                })?;
+                let timeout = self.settings().statement_timeout();
+                let outcome = self
+                    .run(copy.query.clone(), params, timeout, false)
+                    .await
+                    .map_err(engine_error)?;
+                Ok(Outcome::Copy(Box::new(copy), Box::new(outcome)))
+            }
             Class::Rows | Class::Command(_) => {
                 let (sql, catalog) = match rewrite(sql) {
                     Rewritten::Same => (sql.to_owned(), false),
@@ -400,6 +413,16 @@ impl Outcome {
                 let mut r = rows::text_response(rows::text_fields(&names, formats), &lines);
                 r.set_command_tag("SHOW");
                 Response::Query(r)
+            }
+            Outcome::Copy(copy, outcome) => {
+                let names: Vec<String> = outcome
+                    .result
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| rows::column_name(f.name()))
+                    .collect();
+                Response::CopyOut(copy.response(&names, &outcome.result.batches))
             }
             Outcome::Rows(outcome) => {
                 if let Some(plan) = &outcome.explain {

@@ -28,6 +28,7 @@ use ringscan_executor::engine::EngineOptions;
 mod binary;
 mod catalog;
 mod conn;
+mod copy;
 mod handlers;
 mod rewrite;
 mod rows;

@@ -23,6 +23,8 @@ pub(crate) enum Class {
     ResetAll,
     /// `SHOW name` (`all` for `SHOW ALL`).
     Show(String),
+    /// `COPY ...`: the host reads it ([`crate::copy`]).
+    Copy,
     /// `DISCARD ...`, `DEALLOCATE ...`: the host keeps no state these could clear
     /// that clients rely on; acknowledged with the tag.
     Acknowledge(String),
@@ -55,6 +57,7 @@ pub(crate) fn classify(sql: &str) -> Class {
             Some((name, _)) => Class::Show(name.to_ascii_lowercase()),
             None => Class::Rows,
         },
+        "COPY" => Class::Copy,
         "DISCARD" => Class::Acknowledge(format!("DISCARD {}", words.word(1))),
         "DEALLOCATE" => Class::Acknowledge("DEALLOCATE".into()),
         "" => Class::Command(String::new()),

@@ -1,0 +1,281 @@
+//! `COPY (query) TO STDOUT` and `COPY table TO STDOUT` (what psql's `\copy ... to`
+//! sends): a result streamed in PostgreSQL's text or CSV format.
+
+use arrow_array::RecordBatch;
+use bytes::{BufMut, BytesMut};
+use datafusion::sql::sqlparser::ast::{
+    CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Statement,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use futures::stream;
+use pgwire::api::results::CopyResponse;
+use pgwire::error::PgWireResult;
+use pgwire::messages::copy::CopyData;
+
+use crate::text::text;
+
+/// A `COPY ... TO STDOUT`: the query whose rows go out and how they are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CopyOut {
+    /// The rows: the query, or `SELECT columns FROM table`.
+    pub(crate) query: String,
+    pub(crate) csv: bool,
+    pub(crate) header: bool,
+    pub(crate) delimiter: char,
+    /// How NULL is written (`\N` in text, nothing in CSV, by default).
+    pub(crate) null: String,
+    pub(crate) quote: char,
+    pub(crate) escape: char,
+}
+
+/// Reads a COPY statement: `Err` with the SQLSTATE and message for what the host does
+/// not do (COPY FROM, a server-side file, the binary format).
+pub(crate) fn parse(sql: &str) -> Result<CopyOut, (&'static str, String)> {
+    let statements = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+        .map_err(|e| ("42601", format!("SQL syntax: {e}")))?;
+    let [Statement::Copy {
+        source,
+        to,
+        target,
+        options,
+        legacy_options,
+        ..
+    }] = statements.as_slice()
+    else {
+        return Err(("42601", "not one COPY statement".into()));
+    };
+    if !to {
+        return Err((
+            "0A000",
+            "COPY ... FROM is not supported: ringscan's tables are the data directory's \
+             Parquet files, read-only to SQL"
+                .into(),
+        ));
+    }
+    if *target != CopyTarget::Stdout {
+        return Err((
+            "42501",
+            format!(
+                "COPY TO {target} is not allowed: the host writes no files for clients; use \
+                 COPY ... TO STDOUT (psql's \\copy)"
+            ),
+        ));
+    }
+    let query = match source {
+        CopySource::Query(q) => q.to_string(),
+        CopySource::Table {
+            table_name,
+            columns,
+        } => {
+            let columns = if columns.is_empty() {
+                "*".to_owned()
+            } else {
+                columns
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!("SELECT {columns} FROM {table_name}")
+        }
+    };
+    let mut copy = CopyOut {
+        query,
+        csv: false,
+        header: false,
+        delimiter: '\t',
+        null: "\\N".into(),
+        quote: '"',
+        escape: '"',
+    };
+    let mut delimiter = None;
+    let mut null = None;
+    let binary = || {
+        (
+            "0A000",
+            "COPY in the binary format is not supported".to_owned(),
+        )
+    };
+    for option in options {
+        match option {
+            CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
+                "csv" => copy.csv = true,
+                "text" => copy.csv = false,
+                "binary" => return Err(binary()),
+                other => return Err(("22023", format!("COPY format \"{other}\" not recognized"))),
+            },
+            CopyOption::Delimiter(c) => delimiter = Some(*c),
+            CopyOption::Null(s) => null = Some(s.clone()),
+            CopyOption::Header(h) => copy.header = *h,
+            CopyOption::Quote(c) => copy.quote = *c,
+            CopyOption::Escape(c) => copy.escape = *c,
+            CopyOption::Encoding(e) if e.eq_ignore_ascii_case("utf8") => {}
+            other => return Err(("0A000", format!("COPY option {other} is not supported"))),
+        }
+    }
+    for option in legacy_options {
+        match option {
+            CopyLegacyOption::Binary => return Err(binary()),
+            CopyLegacyOption::Delimiter(c) => delimiter = Some(*c),
+            CopyLegacyOption::Null(s) => null = Some(s.clone()),
+            CopyLegacyOption::Header => copy.header = true,
+            CopyLegacyOption::Csv(csv) => {
+                copy.csv = true;
+                for o in csv {
+                    match o {
+                        CopyLegacyCsvOption::Header => copy.header = true,
+                        CopyLegacyCsvOption::Quote(c) => copy.quote = *c,
+                        CopyLegacyCsvOption::Escape(c) => copy.escape = *c,
+                        other => {
+                            return Err(("0A000", format!("COPY option {other} is not supported")))
+                        }
+                    }
+                }
+            }
+            other => return Err(("0A000", format!("COPY option {other} is not supported"))),
+        }
+    }
+    if copy.csv {
+        copy.delimiter = ',';
+        copy.null = String::new();
+    }
+    if let Some(d) = delimiter {
+        copy.delimiter = d;
+    }
+    if let Some(n) = null {
+        copy.null = n;
+    }
+    if copy.header && !copy.csv {
+        return Err(("0A000", "COPY HEADER is available only in CSV mode".into()));
+    }
+    Ok(copy)
+}
+
+impl CopyOut {
+    /// The rows as CopyData messages, one per row (the header rides with the first, so
+    /// that the command tag counts rows only).
+    pub(crate) fn response(&self, names: &[String], batches: &[RecordBatch]) -> CopyResponse {
+        let mut out: Vec<PgWireResult<CopyData>> = Vec::new();
+        let mut pending = BytesMut::new();
+        if self.header {
+            let cells: Vec<Option<String>> = names.iter().map(|n| Some(n.clone())).collect();
+            self.line(&cells, &mut pending);
+        }
+        for batch in batches {
+            for i in 0..batch.num_rows() {
+                let cells: Vec<Option<String>> = batch
+                    .columns()
+                    .iter()
+                    .map(|c| text(c.as_ref(), i))
+                    .collect();
+                self.line(&cells, &mut pending);
+                out.push(Ok(CopyData::new(pending.split().freeze())));
+            }
+        }
+        if !pending.is_empty() {
+            // A header over no rows.
+            out.push(Ok(CopyData::new(pending.split().freeze())));
+        }
+        CopyResponse::new(0, names.len(), stream::iter(out))
+    }
+
+    fn line(&self, cells: &[Option<String>], out: &mut BytesMut) {
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                out.put_slice(self.delimiter.to_string().as_bytes());
+            }
+            match cell {
+                None => out.put_slice(self.null.as_bytes()),
+                Some(v) if self.csv => self.csv_cell(v, out),
+                Some(v) => text_cell(v, self.delimiter, out),
+            }
+        }
+        out.put_u8(b'\n');
+    }
+
+    /// A CSV value, quoted when it holds the delimiter, a quote, a line break, or
+    /// would read back as NULL.
+    fn csv_cell(&self, v: &str, out: &mut BytesMut) {
+        let needs = v.is_empty() && self.null.is_empty()
+            || v == self.null
+            || v.contains([self.delimiter, self.quote, '\n', '\r'])
+            || v.starts_with("\\.");
+        if !needs {
+            out.put_slice(v.as_bytes());
+            return;
+        }
+        let mut quoted = String::with_capacity(v.len() + 2);
+        quoted.push(self.quote);
+        for c in v.chars() {
+            if c == self.quote || c == self.escape {
+                quoted.push(self.escape);
+            }
+            quoted.push(c);
+        }
+        quoted.push(self.quote);
+        out.put_slice(quoted.as_bytes());
+    }
+}
+
+/// A value in COPY's text format: backslash, the delimiter and control characters
+/// escaped.
+fn text_cell(v: &str, delimiter: char, out: &mut BytesMut) {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            '\t' if delimiter == '\t' => s.push_str("\\t"),
+            c if c == delimiter => {
+                s.push('\\');
+                s.push(c);
+            }
+            c => s.push(c),
+        }
+    }
+    out.put_slice(s.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(copy: &CopyOut, cells: &[Option<&str>]) -> String {
+        let mut out = BytesMut::new();
+        let cells: Vec<Option<String>> = cells.iter().map(|c| c.map(String::from)).collect();
+        copy.line(&cells, &mut out);
+        String::from_utf8(out.to_vec()).expect("utf8")
+    }
+
+    #[test]
+    fn options_are_read_in_both_syntaxes() {
+        let legacy = parse("COPY (SELECT 1) TO STDOUT CSV HEADER").expect("copy");
+        assert!(legacy.csv && legacy.header && legacy.delimiter == ',');
+        let modern = parse("COPY t (a, b) TO STDOUT WITH (FORMAT csv, DELIMITER ';', NULL 'x')")
+            .expect("copy");
+        assert_eq!(modern.query, "SELECT a, b FROM t");
+        assert_eq!((modern.delimiter, modern.null.as_str()), (';', "x"));
+        assert_eq!(parse("COPY t FROM STDIN").map_err(|e| e.0), Err("0A000"));
+        assert_eq!(parse("COPY t TO '/etc/x'").map_err(|e| e.0), Err("42501"));
+        assert_eq!(
+            parse("COPY t TO STDOUT (FORMAT binary)").map_err(|e| e.0),
+            Err("0A000")
+        );
+    }
+
+    #[test]
+    fn values_are_escaped_as_postgresql_escapes_them() {
+        let text = parse("COPY t TO STDOUT").expect("copy");
+        assert_eq!(
+            lines(&text, &[Some("a\tb\\"), None, Some("x\ny")]),
+            "a\\tb\\\\\t\\N\tx\\ny\n"
+        );
+        let csv = parse("COPY t TO STDOUT CSV").expect("copy");
+        assert_eq!(
+            lines(&csv, &[Some("a,b"), None, Some(""), Some("say \"hi\"")]),
+            "\"a,b\",,\"\",\"say \"\"hi\"\"\"\n"
+        );
+    }
+}
