@@ -259,6 +259,86 @@ fn sigterm_lets_a_statement_run_out_its_grace_then_stops_it_and_the_daemon() {
     );
 }
 
+/// A raw protocol client: the startup message, then simple queries, reading until
+/// ReadyForQuery. `None` once the server closed the connection.
+struct Wire(std::net::TcpStream);
+
+impl Wire {
+    fn connect(port: u16) -> Self {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let body = b"user\0ringscan\0\0";
+        let mut startup = ((8 + body.len()) as u32).to_be_bytes().to_vec();
+        startup.extend(196_608u32.to_be_bytes());
+        startup.extend(body);
+        s.write_all(&startup).expect("startup");
+        let mut wire = Self(s);
+        assert!(
+            wire.until_ready().is_some(),
+            "no ReadyForQuery after startup"
+        );
+        wire
+    }
+
+    /// Reads messages up to ReadyForQuery; their type bytes, or `None` at EOF.
+    fn until_ready(&mut self) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let mut types = Vec::new();
+        loop {
+            let mut head = [0u8; 5];
+            if self.0.read_exact(&mut head).is_err() {
+                return None;
+            }
+            let len = u32::from_be_bytes(head[1..5].try_into().expect("4")) as usize;
+            let mut body = vec![0u8; len.saturating_sub(4)];
+            self.0.read_exact(&mut body).ok()?;
+            types.push(head[0]);
+            if head[0] == b'Z' {
+                return Some(types);
+            }
+        }
+    }
+
+    fn query(&mut self, sql: &str) -> Option<Vec<u8>> {
+        use std::io::Write;
+        let mut msg = vec![b'Q'];
+        msg.extend(((4 + sql.len() + 1) as u32).to_be_bytes());
+        msg.extend(sql.as_bytes());
+        msg.push(0);
+        self.0.write_all(&msg).ok()?;
+        self.until_ready()
+    }
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_the_idle_timeout_and_an_active_one_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let _daemon = DaemonGuard(&data);
+    let log = dir.path().join("serve.log");
+    let host = Host::start(&data, &log, &["--idle-timeout", "1"]);
+    let mut idle = Wire::connect(host.port);
+    let mut active = Wire::connect(host.port);
+    // The active one sends a statement every 0.3 s for 2 s; the idle one nothing.
+    for _ in 0..7 {
+        let types = active
+            .query("SELECT 1")
+            .expect("the active connection was closed");
+        assert!(types.contains(&b'D'), "{types:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        idle.query("SELECT 1"),
+        None,
+        "the idle connection is still open"
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("--idle-timeout"), "{text}");
+}
+
 #[test]
 fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked() {
     let Some(python) = common::python::python_or_skip("serve_psycopg") else {

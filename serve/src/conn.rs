@@ -132,6 +132,8 @@ pub(crate) struct Connection {
     pub(crate) settings: Arc<Mutex<Settings>>,
     /// The database the client named at startup (`current_database()`).
     pub(crate) database: Mutex<String>,
+    /// When a statement last arrived or ended, and how many are running.
+    activity: Mutex<(std::time::Instant, usize)>,
 }
 
 impl Drop for Connection {
@@ -173,6 +175,7 @@ impl Connection {
             session: Arc::new(Mutex::new(None)),
             settings: Arc::new(Mutex::new(Settings::default())),
             database: Mutex::new("ringscan".into()),
+            activity: Mutex::new((std::time::Instant::now(), 0)),
         }
     }
 
@@ -222,8 +225,50 @@ impl Connection {
         })
     }
 
+    /// Notes that a statement arrived (`+1`) or ended (`-1`).
+    pub(crate) fn active(&self, change: isize) {
+        let mut a = self.activity.lock().unwrap_or_else(PoisonError::into_inner);
+        a.0 = std::time::Instant::now();
+        a.1 = a.1.saturating_add_signed(change);
+    }
+
+    /// Resolves once the connection has been idle for `timeout` (never without one):
+    /// no statement running, none arrived for that long. Resolves with the idle time.
+    pub(crate) async fn idle_for(&self, timeout: Option<Duration>) -> Duration {
+        let Some(timeout) = timeout else {
+            return std::future::pending().await;
+        };
+        loop {
+            let (since, running) = *self.activity.lock().unwrap_or_else(PoisonError::into_inner);
+            let idle = since.elapsed();
+            if running == 0 && idle >= timeout {
+                return idle;
+            }
+            let wait = if running > 0 { timeout } else { timeout - idle };
+            tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
+        }
+    }
+
     /// Runs one statement of class `class` with `params` as its `$1`, `$2`...
     pub(crate) async fn execute(
+        &self,
+        sql: &str,
+        class: &Class,
+        params: Vec<Param>,
+    ) -> Result<Outcome, Box<ErrorInfo>> {
+        // Ends with the statement, also when its future is dropped (a cancel).
+        struct Active<'a>(&'a Connection);
+        impl Drop for Active<'_> {
+            fn drop(&mut self) {
+                self.0.active(-1);
+            }
+        }
+        self.active(1);
+        let _active = Active(self);
+        self.execute_now(sql, class, params).await
+    }
+
+    async fn execute_now(
         &self,
         sql: &str,
         class: &Class,

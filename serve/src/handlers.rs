@@ -256,6 +256,7 @@ impl QueryParser for Parser {
                 )))
             }
         };
+        self.0.active(0);
         let class = classify(&sql);
         let mut empty = None;
         let (params, schema) = if class == Class::Rows {

@@ -60,6 +60,8 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// Statements that take longer are logged.
     pub slow_statement: Duration,
+    /// A connection idle this long is closed.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// One line on stderr (the host's log), with the time.
@@ -161,15 +163,21 @@ async fn serve(
                 let _ = socket.set_nodelay(true);
                 let slot = conn::Slot::take(&shared);
                 let id = slot.id;
-                let connection = conn::Connection::new(Arc::clone(&shared), slot);
-                let handlers = handlers::Handlers(Arc::new(connection));
+                let connection = Arc::new(conn::Connection::new(Arc::clone(&shared), slot));
+                let handlers = handlers::Handlers(Arc::clone(&connection));
+                let idle_timeout = options.idle_timeout;
                 connections.spawn(async move {
                     let started = Instant::now();
                     log(&format!("connection {id} from {peer}"));
-                    let ended = pgwire::tokio::process_socket(socket, None, handlers).await;
-                    let how = match ended {
-                        Ok(()) => String::new(),
-                        Err(e) => format!(" ({e})"),
+                    let serving = pgwire::tokio::process_socket(socket, None, handlers);
+                    let how = tokio::select! {
+                        ended = serving => match ended {
+                            Ok(()) => String::new(),
+                            Err(e) => format!(" ({e})"),
+                        },
+                        idle = connection.idle_for(idle_timeout) => {
+                            format!(" (idle for {:.1} s: --idle-timeout)", idle.as_secs_f64())
+                        }
                     };
                     log(&format!(
                         "connection {id} closed after {:.1} s{how}",

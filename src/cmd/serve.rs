@@ -36,6 +36,14 @@ pub(crate) struct ServeArgs {
     /// Statements slower than this many milliseconds are logged.
     #[arg(long, default_value_t = 1000)]
     slow_statement_ms: u64,
+    /// Memory each statement's joins, sorts and aggregations may hold before they
+    /// spill to disk, in MiB [default: half the machine's memory].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(16..))]
+    memory_limit_mib: Option<u64>,
+    /// Close a connection idle (no statement running or arriving) this many seconds;
+    /// 0 never does.
+    #[arg(long, default_value_t = 0.0)]
+    idle_timeout: f64,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -60,14 +68,23 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         args.shutdown_grace.is_finite() && args.shutdown_grace >= 0.0,
         "--shutdown-grace must be a number of seconds, 0 or more"
     );
+    anyhow::ensure!(
+        args.idle_timeout.is_finite() && args.idle_timeout >= 0.0,
+        "--idle-timeout must be a number of seconds, 0 or more"
+    );
+    let mut engine = EngineOptions::default();
+    if let Some(mib) = args.memory_limit_mib {
+        engine.memory_limit_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+    }
     let daemon_socket = socket_path(&data);
     let options = ServeOptions {
         data,
         listen: args.listen,
-        engine: EngineOptions::default(),
+        engine,
         max_connections: args.max_connections,
         shutdown_grace: Duration::from_secs_f64(args.shutdown_grace),
         slow_statement: Duration::from_millis(args.slow_statement_ms),
+        idle_timeout: (args.idle_timeout > 0.0).then(|| Duration::from_secs_f64(args.idle_timeout)),
     };
     let served = ringscan_serve::run(options, spawn, |addr| {
         println!("listening on {addr}");
