@@ -340,6 +340,46 @@ fn an_idle_connection_is_closed_after_the_idle_timeout_and_an_active_one_is_not(
 }
 
 #[test]
+fn a_client_that_goes_away_mid_statement_stops_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    // 60,000 rows: the cross join below runs for many seconds.
+    let generated = ringscan(&["generate", "ohlcv", "--rows", "60000"], &data);
+    assert!(generated.status.success(), "{generated:?}");
+    let _daemon = DaemonGuard(&data);
+    let log = dir.path().join("serve.log");
+    let host = Host::start(&data, &log, &[]);
+    let mut wire = Wire::connect(host.port);
+    {
+        use std::io::Write;
+        let sql = "SELECT count(*) FROM ohlcv a, ohlcv b WHERE a.close < b.close + a.volume * 0";
+        let mut msg = vec![b'Q'];
+        msg.extend(((4 + sql.len() + 1) as u32).to_be_bytes());
+        msg.extend(sql.as_bytes());
+        msg.push(0);
+        wire.0.write_all(&msg).expect("query");
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(wire);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("slow statement") {
+            assert!(
+                text.contains("the client closed the connection: stopping its statement"),
+                "{text}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the statement still runs 10 s after its client went: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
 fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked() {
     let Some(python) = common::python::python_or_skip("serve_psycopg") else {
         return;

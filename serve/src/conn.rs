@@ -134,6 +134,9 @@ pub(crate) struct Connection {
     pub(crate) database: Mutex<String>,
     /// When a statement last arrived or ended, and how many are running.
     activity: Mutex<(std::time::Instant, usize)>,
+    /// A duplicate of the client's socket (non-blocking, as tokio's), peeked at while
+    /// a statement runs to see whether the client is still there.
+    peer: Option<std::net::TcpStream>,
 }
 
 impl Drop for Connection {
@@ -168,8 +171,9 @@ pub(crate) enum Outcome {
 }
 
 impl Connection {
-    pub(crate) fn new(shared: Arc<Shared>, slot: Slot) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, slot: Slot, peer: Option<std::net::TcpStream>) -> Self {
         Self {
+            peer,
             shared,
             slot,
             session: Arc::new(Mutex::new(None)),
@@ -346,17 +350,25 @@ impl Connection {
                 interrupt.fire("canceling statement due to statement timeout");
             })
         });
-        let result = self
-            .with_session(move |session| {
-                let outcome = session.query_until(&sql, params, !catalog, &interrupt);
-                if catalog {
-                    // The catalog is computed when scanned: its plans must not outlive
-                    // the tables they listed.
-                    session.forget_plan(&sql);
-                }
-                outcome
-            })
-            .await;
+        let stop = interrupt.clone();
+        let work = self.with_session(move |session| {
+            let outcome = session.query_until(&sql, params, !catalog, &interrupt);
+            if catalog {
+                // The catalog is computed when scanned: its plans must not outlive
+                // the tables they listed.
+                session.forget_plan(&sql);
+            }
+            outcome
+        });
+        tokio::pin!(work);
+        let result = tokio::select! {
+            result = &mut work => result,
+            why = self.client_gone() => {
+                crate::log(&format!("connection {}: {why}: stopping its statement", self.slot.id));
+                stop.fire(format!("canceling statement: {why}"));
+                work.await
+            }
+        };
         if let Some(timer) = timer {
             timer.abort();
         }
@@ -370,6 +382,27 @@ impl Connection {
             ));
         }
         result
+    }
+
+    /// Resolves when the client has gone while a statement runs: its socket reached
+    /// end of file or it sent Terminate. Looks every 100 ms, from 100 ms on, without
+    /// consuming anything (a peek at a duplicate of the socket).
+    async fn client_gone(&self) -> &'static str {
+        let Some(peer) = &self.peer else {
+            return std::future::pending().await;
+        };
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let mut first = [0u8; 1];
+            match peer.peek(&mut first) {
+                Ok(0) => return "the client closed the connection",
+                Ok(_) if first[0] == b'X' => return "the client ended the session",
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return "the connection to the client failed",
+            }
+        }
     }
 
     /// Moves the engine's session zone: to `zone`, or back to the startup value or the

@@ -64,6 +64,16 @@ pub struct ServeOptions {
     pub idle_timeout: Option<Duration>,
 }
 
+/// The socket and a duplicate of it (`None` where the system would not make one) that
+/// shows whether the client is still there while a statement runs.
+fn duplicate(
+    socket: tokio::net::TcpStream,
+) -> io::Result<(tokio::net::TcpStream, Option<std::net::TcpStream>)> {
+    let socket = socket.into_std()?;
+    let peer = socket.try_clone().ok();
+    Ok((tokio::net::TcpStream::from_std(socket)?, peer))
+}
+
 /// One line on stderr (the host's log), with the time.
 pub(crate) fn log(line: &str) {
     let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
@@ -161,9 +171,16 @@ async fn serve(
                     }
                 };
                 let _ = socket.set_nodelay(true);
+                let (socket, watcher) = match duplicate(socket) {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        log(&format!("a connection from {peer} failed at once: {e}"));
+                        continue;
+                    }
+                };
                 let slot = conn::Slot::take(&shared);
                 let id = slot.id;
-                let connection = Arc::new(conn::Connection::new(Arc::clone(&shared), slot));
+                let connection = Arc::new(conn::Connection::new(Arc::clone(&shared), slot, watcher));
                 let handlers = handlers::Handlers(Arc::clone(&connection));
                 let idle_timeout = options.idle_timeout;
                 connections.spawn(async move {
