@@ -380,6 +380,122 @@ fn a_client_that_goes_away_mid_statement_stops_it() {
 }
 
 #[test]
+fn with_a_password_clients_prove_it_with_scram_and_a_wrong_one_is_28p01() {
+    if !have_psql() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let generated = ringscan(&["generate", "ohlcv", "--rows", "1000"], &data);
+    assert!(generated.status.success(), "{generated:?}");
+    let _daemon = DaemonGuard(&data);
+    let file = dir.path().join("password");
+    std::fs::write(&file, "correct horse\n").expect("password file");
+    let log = dir.path().join("serve.log");
+    let host = Host::start(
+        &data,
+        &log,
+        &["--password-file", file.to_str().expect("utf8")],
+    );
+    let psql = |password: &str| {
+        Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
+            .args(["-U", "alice", "-d", "ringscan", "-X", "-At", "-w"])
+            .args(["-c", "SELECT count(*) FROM ohlcv"])
+            .env("PGPASSWORD", password)
+            .env("PGCONNECT_TIMEOUT", "10")
+            .stdin(Stdio::null())
+            .output()
+            .expect("psql")
+    };
+    let right = psql("correct horse");
+    assert!(right.status.success(), "{right:?}");
+    assert_eq!(String::from_utf8_lossy(&right.stdout), "1000\n");
+    let wrong = psql("battery staple");
+    assert!(!wrong.status.success());
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        err.contains("password authentication failed for user \"alice\""),
+        "{err}"
+    );
+    // The SQLSTATE, with postgres-protocol's SCRAM client over a raw connection.
+    assert_eq!(scram_login(host.port, "correct horse"), Ok(()));
+    assert_eq!(scram_login(host.port, "wrong"), Err("28P01".into()));
+}
+
+/// Logs in with SCRAM-SHA-256 over a raw connection: `Err(SQLSTATE)` when refused.
+fn scram_login(port: u16, password: &str) -> Result<(), String> {
+    use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let send = |s: &mut std::net::TcpStream, kind: u8, body: &[u8]| {
+        let mut msg = vec![kind];
+        msg.extend(((4 + body.len()) as u32).to_be_bytes());
+        msg.extend(body);
+        s.write_all(&msg).expect("send");
+    };
+    // A message: its type and body.
+    let read = |s: &mut std::net::TcpStream| -> (u8, Vec<u8>) {
+        let mut head = [0u8; 5];
+        s.read_exact(&mut head).expect("read");
+        let len = u32::from_be_bytes(head[1..5].try_into().expect("4")) as usize;
+        let mut body = vec![0u8; len - 4];
+        s.read_exact(&mut body).expect("read");
+        (head[0], body)
+    };
+    let sqlstate = |body: &[u8]| -> String {
+        body.split(|b| *b == 0)
+            .find_map(|f| f.strip_prefix(b"C"))
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .unwrap_or_default()
+    };
+    let body = b"user\0alice\0database\0ringscan\0\0";
+    let mut startup = ((8 + body.len()) as u32).to_be_bytes().to_vec();
+    startup.extend(196_608u32.to_be_bytes());
+    startup.extend(body);
+    s.write_all(&startup).expect("startup");
+    let (kind, body) = read(&mut s);
+    assert_eq!(
+        (kind, &body[..4]),
+        (b'R', &10u32.to_be_bytes()[..]),
+        "AuthenticationSASL"
+    );
+    let mut scram = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+    let mut initial = b"SCRAM-SHA-256\0".to_vec();
+    initial.extend((scram.message().len() as u32).to_be_bytes());
+    initial.extend(scram.message());
+    send(&mut s, b'p', &initial);
+    let (kind, body) = read(&mut s);
+    assert_eq!(
+        (kind, &body[..4]),
+        (b'R', &11u32.to_be_bytes()[..]),
+        "SASLContinue"
+    );
+    scram.update(&body[4..]).expect("server-first");
+    send(&mut s, b'p', scram.message());
+    let (kind, body) = read(&mut s);
+    if kind == b'E' {
+        return Err(sqlstate(&body));
+    }
+    assert_eq!(
+        (kind, &body[..4]),
+        (b'R', &12u32.to_be_bytes()[..]),
+        "SASLFinal"
+    );
+    // The server proves it knows the password too.
+    scram.finish(&body[4..]).expect("the server's signature");
+    let (kind, body) = read(&mut s);
+    assert_eq!(
+        (kind, &body[..4]),
+        (b'R', &0u32.to_be_bytes()[..]),
+        "AuthenticationOk"
+    );
+    Ok(())
+}
+
+#[test]
 fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked() {
     let Some(python) = common::python::python_or_skip("serve_psycopg") else {
         return;

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) next_connection: std::sync::atomic::AtomicU64,
     /// Statements slower than this are logged.
     pub(crate) slow_statement: Duration,
+    /// With a password, clients prove they know it (SCRAM-SHA-256).
+    pub(crate) password: Option<crate::scram::Verifier>,
 }
 
 impl Shared {
@@ -134,6 +136,8 @@ pub(crate) struct Connection {
     pub(crate) database: Mutex<String>,
     /// When a statement last arrived or ended, and how many are running.
     activity: Mutex<(std::time::Instant, usize)>,
+    /// A SCRAM exchange between the server's challenge and the client's proof.
+    pub(crate) scram: Mutex<Option<crate::scram::Exchange>>,
     /// A duplicate of the client's socket (non-blocking, as tokio's), peeked at while
     /// a statement runs to see whether the client is still there.
     peer: Option<std::net::TcpStream>,
@@ -174,6 +178,7 @@ impl Connection {
     pub(crate) fn new(shared: Arc<Shared>, slot: Slot, peer: Option<std::net::TcpStream>) -> Self {
         Self {
             peer,
+            scram: Mutex::new(None),
             shared,
             slot,
             session: Arc::new(Mutex::new(None)),

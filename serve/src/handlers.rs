@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock, PoisonError};
 
 use arrow_schema::{DataType, SchemaRef};
 use async_trait::async_trait;
-use futures::Sink;
+use futures::{Sink, SinkExt};
 use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
     DefaultServerParameterProvider, StartupHandler,
@@ -17,11 +17,13 @@ use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, Response};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
+use pgwire::api::PgWireConnectionState;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, ConnectionHandle, PgWireServerHandlers, PidSecretKeyGenerator,
     RandomPidSecretKeyGenerator, Type,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::startup::{Authentication, PasswordMessageFamily};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use ringscan_executor::engine::{split_statements, Param};
 
@@ -29,6 +31,7 @@ use crate::binary;
 use crate::conn::{engine_error, Connection};
 use crate::rewrite::{rewrite, Rewritten};
 use crate::rows;
+use crate::scram;
 use crate::settings::Settings;
 use crate::statement::{classify, Class};
 use crate::text::pg_type;
@@ -86,8 +89,12 @@ impl StartupHandler for Handler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let PgWireFrontendMessage::Startup(startup) = message else {
-            return Ok(());
+        let startup = match message {
+            PgWireFrontendMessage::Startup(startup) => startup,
+            PgWireFrontendMessage::PasswordMessageFamily(password) => {
+                return self.authenticate(client, password).await;
+            }
+            _ => return Ok(()),
         };
         protocol_negotiation(client, &startup).await?;
         save_startup_parameters_to_metadata(client, &startup);
@@ -108,10 +115,6 @@ impl StartupHandler for Handler {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         )
         .map_err(|r| fatal(r.code, r.message))?;
-        let zone = match settings.get("TimeZone") {
-            z if z.is_empty() => conn.shared.engine.time_zone.clone(),
-            z => z,
-        };
         *conn.settings.lock().unwrap_or_else(PoisonError::into_inner) = settings;
         if let Some(database) = startup
             .parameters
@@ -120,15 +123,6 @@ impl StartupHandler for Handler {
         {
             database.clone_into(&mut conn.database.lock().unwrap_or_else(PoisonError::into_inner));
         }
-
-        let (pid, key) = KEYS.generate(client);
-        client.set_pid_and_secret_key(pid, key.clone());
-        let (handle, guard) = conn.shared.manager.register(pid, key);
-        client
-            .session_extensions()
-            .insert::<Arc<ConnectionHandle>>(handle);
-        client.session_extensions().insert(guard);
-
         let param = |k: &str| startup.parameters.get(k).map_or("", String::as_str);
         crate::log(&format!(
             "connection {}: user {:?}, database {:?}, application {:?}",
@@ -137,6 +131,45 @@ impl StartupHandler for Handler {
             param("database"),
             param("application_name")
         ));
+        if conn.shared.password.is_some() {
+            // SCRAM-SHA-256: the client answers with its first message.
+            client.set_state(PgWireConnectionState::AuthenticationInProgress);
+            client
+                .send(PgWireBackendMessage::Authentication(Authentication::SASL(
+                    vec![scram::MECHANISM.to_owned()],
+                )))
+                .await?;
+            return Ok(());
+        }
+        self.admit(client).await
+    }
+}
+
+impl Handler {
+    /// The client is in: its cancel key, the server's parameters, ReadyForQuery.
+    async fn admit<C>(&self, client: &mut C) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let conn = &self.0;
+        let (pid, key) = KEYS.generate(client);
+        client.set_pid_and_secret_key(pid, key.clone());
+        let (handle, guard) = conn.shared.manager.register(pid, key);
+        client
+            .session_extensions()
+            .insert::<Arc<ConnectionHandle>>(handle);
+        client.session_extensions().insert(guard);
+        let zone = match conn
+            .settings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get("TimeZone")
+        {
+            z if z.is_empty() => conn.shared.engine.time_zone.clone(),
+            z => z,
+        };
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = crate::SERVER_VERSION.into();
         parameters.time_zone = zone;
@@ -144,6 +177,77 @@ impl StartupHandler for Handler {
         parameters.is_superuser = false;
         parameters.default_transaction_read_only = true;
         finish_authentication(client, &parameters).await
+    }
+
+    /// One step of SCRAM-SHA-256: the client's first message gets the server's
+    /// challenge, its final message (the proof) gets the server's signature and the
+    /// connection; a wrong password, SQLSTATE 28P01.
+    async fn authenticate<C>(
+        &self,
+        client: &mut C,
+        message: PasswordMessageFamily,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let conn = &self.0;
+        let Some(verifier) = &conn.shared.password else {
+            return Err(fatal("08P01", "no authentication is in progress".into()));
+        };
+        let user = client.metadata().get("user").cloned().unwrap_or_default();
+        let failed = |f: scram::Failure| match f {
+            scram::Failure::Malformed(why) => fatal("08P01", why),
+            scram::Failure::WrongPassword => {
+                crate::log(&format!(
+                    "connection {}: password authentication failed for user {user:?}",
+                    conn.slot.id
+                ));
+                fatal(
+                    "28P01",
+                    format!("password authentication failed for user \"{user}\""),
+                )
+            }
+        };
+        let pending = conn
+            .scram
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match pending {
+            None => {
+                let initial = message.into_sasl_initial_response()?;
+                if initial.auth_method != scram::MECHANISM {
+                    return Err(fatal(
+                        "28000",
+                        format!("SASL mechanism {} is not supported", initial.auth_method),
+                    ));
+                }
+                let data = initial.data.unwrap_or_default();
+                let nonce = scram::random(18).map_err(|e| fatal("58000", e.to_string()))?;
+                let (exchange, server_first) =
+                    scram::first(verifier, &data, &nonce).map_err(failed)?;
+                *conn.scram.lock().unwrap_or_else(PoisonError::into_inner) = Some(exchange);
+                client
+                    .send(PgWireBackendMessage::Authentication(
+                        Authentication::SASLContinue(server_first.into_bytes().into()),
+                    ))
+                    .await?;
+                Ok(())
+            }
+            Some(exchange) => {
+                let response = message.into_sasl_response()?;
+                let server_final =
+                    scram::last(verifier, &exchange, &response.data).map_err(failed)?;
+                client
+                    .send(PgWireBackendMessage::Authentication(
+                        Authentication::SASLFinal(server_final.into_bytes().into()),
+                    ))
+                    .await?;
+                self.admit(client).await
+            }
+        }
     }
 }
 

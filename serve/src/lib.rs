@@ -32,6 +32,7 @@ mod copy;
 mod handlers;
 mod rewrite;
 mod rows;
+mod scram;
 mod settings;
 mod statement;
 pub mod text;
@@ -62,6 +63,9 @@ pub struct ServeOptions {
     pub slow_statement: Duration,
     /// A connection idle this long is closed.
     pub idle_timeout: Option<Duration>,
+    /// Clients must prove they know it (SCRAM-SHA-256); without one, only loopback
+    /// addresses may be listened on.
+    pub password: Option<String>,
 }
 
 /// The socket and a duplicate of it (`None` where the system would not make one) that
@@ -86,7 +90,7 @@ pub enum ServeError {
     /// A non-loopback address without a password.
     #[error(
         "refusing to listen on {0}: without a password only a loopback address (127.0.0.1, \
-         ::1) may be listened on, and passwords are not supported yet"
+         ::1) may be listened on (set RINGSCAN_PASSWORD or --password-file)"
     )]
     NotLoopback(SocketAddr),
     /// Binding or accepting failed.
@@ -109,7 +113,7 @@ pub fn run(
     spawn: Spawn,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    if !options.listen.ip().is_loopback() {
+    if !options.listen.ip().is_loopback() && options.password.is_none() {
         return Err(ServeError::NotLoopback(options.listen));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -152,6 +156,13 @@ async fn serve(
         next_statement: std::sync::atomic::AtomicU64::new(0),
         next_connection: std::sync::atomic::AtomicU64::new(0),
         slow_statement: options.slow_statement,
+        password: match &options.password {
+            Some(p) => Some(scram::Verifier::new(
+                p,
+                scram::random(16).map_err(ServeError::Runtime)?,
+            )),
+            None => None,
+        },
     });
     let mut connections = tokio::task::JoinSet::new();
     let signal = loop {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::Args;
 use ringscan_executor::engine::EngineOptions;
 use ringscan_serve::{ServeOptions, Spawn};
@@ -44,6 +45,11 @@ pub(crate) struct ServeArgs {
     /// 0 never does.
     #[arg(long, default_value_t = 0.0)]
     idle_timeout: f64,
+    /// A file holding the password clients must give (SCRAM-SHA-256); the
+    /// RINGSCAN_PASSWORD variable does the same. Without one, only loopback addresses
+    /// may be listened on.
+    #[arg(long)]
+    password_file: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -76,6 +82,19 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     if let Some(mib) = args.memory_limit_mib {
         engine.memory_limit_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
     }
+    let password = match (&args.password_file, std::env::var("RINGSCAN_PASSWORD")) {
+        (Some(file), _) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the password file {}", file.display()))?;
+            Some(text.trim_end_matches(['\n', '\r']).to_owned())
+        }
+        (None, Ok(p)) => Some(p),
+        (None, Err(_)) => None,
+    };
+    anyhow::ensure!(
+        password.as_deref() != Some(""),
+        "the password is empty (RINGSCAN_PASSWORD or --password-file)"
+    );
     let daemon_socket = socket_path(&data);
     let options = ServeOptions {
         data,
@@ -84,6 +103,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         max_connections: args.max_connections,
         shutdown_grace: Duration::from_secs_f64(args.shutdown_grace),
         slow_statement: Duration::from_millis(args.slow_statement_ms),
+        password,
         idle_timeout: (args.idle_timeout > 0.0).then(|| Duration::from_secs_f64(args.idle_timeout)),
     };
     let served = ringscan_serve::run(options, spawn, |addr| {
