@@ -496,6 +496,56 @@ fn scram_login(port: u16, password: &str) -> Result<(), String> {
 }
 
 #[test]
+fn metrics_count_connections_statements_and_what_scans_read() {
+    if !have_psql() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
+    assert!(generated.status.success(), "{generated:?}");
+    let _daemon = DaemonGuard(&data);
+    let log = dir.path().join("serve.log");
+    let host = Host::start(&data, &log, &["--metrics", "127.0.0.1:0"]);
+    let (ok, _, err) =
+        host.psql("SELECT symbol, max(close) FROM ohlcv WHERE volume > 1000 GROUP BY symbol");
+    assert!(ok, "{err}");
+    let (ok, _, _) = host.psql("SELECT nope FROM ohlcv");
+    assert!(!ok);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let addr = text
+        .lines()
+        .find_map(|l| l.split("metrics on http://").nth(1))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics line: {text}"))
+        .to_owned();
+    let scrape = || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("request");
+        let mut body = String::new();
+        s.read_to_string(&mut body).expect("response");
+        body
+    };
+    let body = scrape();
+    let value = |name: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{body}"))
+    };
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    assert_eq!(value("ringscan_connections_total"), 2.0);
+    assert_eq!(value("ringscan_statements_total{outcome=\"ok\"}"), 1.0);
+    assert_eq!(value("ringscan_statements_total{outcome=\"error\"}"), 1.0);
+    assert!(value("ringscan_scan_bytes_read_total") > 0.0);
+    assert_eq!(value("ringscan_scan_rows_decoded_total"), 20_000.0);
+    assert_eq!(value("ringscan_statement_duration_seconds_count"), 2.0);
+    assert_eq!(value("ringscan_scan_selectivity_count"), 1.0);
+}
+
+#[test]
 fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked() {
     let Some(python) = common::python::python_or_skip("serve_psycopg") else {
         return;

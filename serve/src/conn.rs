@@ -40,6 +40,7 @@ pub(crate) struct Shared {
     pub(crate) slow_statement: Duration,
     /// With a password, clients prove they know it (SCRAM-SHA-256).
     pub(crate) password: Option<crate::scram::Verifier>,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Shared {
@@ -378,6 +379,14 @@ impl Connection {
             timer.abort();
         }
         let took = started.elapsed();
+        let outcome = match &result {
+            Ok(_) => crate::metrics::Outcome::Ok,
+            Err(EngineError::Interrupted(_)) => crate::metrics::Outcome::Canceled,
+            Err(_) => crate::metrics::Outcome::Error,
+        };
+        self.shared
+            .metrics
+            .statement(outcome, took.as_secs_f64(), result.as_ref().ok());
         if took >= self.shared.slow_statement {
             crate::log(&format!(
                 "connection {}: slow statement ({} ms): {}",

@@ -100,6 +100,7 @@ impl StartupHandler for Handler {
         save_startup_parameters_to_metadata(client, &startup);
         let conn = &self.0;
         if conn.slot.over_limit() {
+            conn.shared.metrics.refused();
             return Err(fatal(
                 "53300",
                 format!(
@@ -200,6 +201,7 @@ impl Handler {
         let failed = |f: scram::Failure| match f {
             scram::Failure::Malformed(why) => fatal("08P01", why),
             scram::Failure::WrongPassword => {
+                conn.shared.metrics.auth_failure();
                 crate::log(&format!(
                     "connection {}: password authentication failed for user {user:?}",
                     conn.slot.id

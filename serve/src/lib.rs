@@ -30,6 +30,7 @@ mod catalog;
 mod conn;
 mod copy;
 mod handlers;
+mod metrics;
 mod rewrite;
 mod rows;
 mod scram;
@@ -66,6 +67,8 @@ pub struct ServeOptions {
     /// Clients must prove they know it (SCRAM-SHA-256); without one, only loopback
     /// addresses may be listened on.
     pub password: Option<String>,
+    /// Where Prometheus scrapes `/metrics` (a loopback address).
+    pub metrics: Option<SocketAddr>,
 }
 
 /// The socket and a duplicate of it (`None` where the system would not make one) that
@@ -101,6 +104,9 @@ pub enum ServeError {
         /// The cause.
         source: io::Error,
     },
+    /// A non-loopback metrics address: the metrics have no password.
+    #[error("refusing to serve metrics on {0}: only a loopback address may be used")]
+    MetricsNotLoopback(SocketAddr),
     /// The runtime could not start.
     #[error("cannot start the server's runtime: {0}")]
     Runtime(io::Error),
@@ -115,6 +121,9 @@ pub fn run(
 ) -> Result<(), ServeError> {
     if !options.listen.ip().is_loopback() && options.password.is_none() {
         return Err(ServeError::NotLoopback(options.listen));
+    }
+    if let Some(addr) = options.metrics.filter(|a| !a.ip().is_loopback()) {
+        return Err(ServeError::MetricsNotLoopback(addr));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -144,6 +153,19 @@ async fn serve(
     let bound = listener.local_addr().map_err(listen_err)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(ServeError::Runtime)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(ServeError::Runtime)?;
+    let metrics = Arc::new(metrics::Metrics::new());
+    let metrics_listener = match options.metrics {
+        Some(addr) => {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Listen { addr, source })?;
+            let at = l
+                .local_addr()
+                .map_err(|source| ServeError::Listen { addr, source })?;
+            Some((l, at))
+        }
+        None => None,
+    };
     ready(bound);
     let shared = Arc::new(conn::Shared {
         data: options.data,
@@ -156,6 +178,7 @@ async fn serve(
         next_statement: std::sync::atomic::AtomicU64::new(0),
         next_connection: std::sync::atomic::AtomicU64::new(0),
         slow_statement: options.slow_statement,
+        metrics: Arc::clone(&metrics),
         password: match &options.password {
             Some(p) => Some(scram::Verifier::new(
                 p,
@@ -164,6 +187,13 @@ async fn serve(
             None => None,
         },
     });
+    if let Some((listener, at)) = metrics_listener {
+        log(&format!("metrics on http://{at}/metrics"));
+        let counted = Arc::clone(&shared);
+        tokio::spawn(metrics::serve(listener, metrics, move || {
+            counted.open.load(std::sync::atomic::Ordering::Relaxed) as u64
+        }));
+    }
     let mut connections = tokio::task::JoinSet::new();
     let signal = loop {
         tokio::select! {
@@ -189,6 +219,7 @@ async fn serve(
                         continue;
                     }
                 };
+                shared.metrics.connection();
                 let slot = conn::Slot::take(&shared);
                 let id = slot.id;
                 let connection = Arc::new(conn::Connection::new(Arc::clone(&shared), slot, watcher));

@@ -50,6 +50,9 @@ pub(crate) struct ServeArgs {
     /// may be listened on.
     #[arg(long)]
     password_file: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (a loopback address).
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -104,6 +107,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         shutdown_grace: Duration::from_secs_f64(args.shutdown_grace),
         slow_statement: Duration::from_millis(args.slow_statement_ms),
         password,
+        metrics: args.metrics,
         idle_timeout: (args.idle_timeout > 0.0).then(|| Duration::from_secs_f64(args.idle_timeout)),
     };
     let served = ringscan_serve::run(options, spawn, |addr| {
