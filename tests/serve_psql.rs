@@ -546,6 +546,53 @@ fn metrics_count_connections_statements_and_what_scans_read() {
 }
 
 #[test]
+fn malformed_protocol_messages_close_their_connection_and_the_host_serves_on() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let _daemon = DaemonGuard(&data);
+    let log = dir.path().join("serve.log");
+    let host = Host::start(&data, &log, &[]);
+    let frame = |kind: u8, body: &[u8]| {
+        let mut m = vec![kind];
+        m.extend(((4 + body.len()) as u32).to_be_bytes());
+        m.extend(body);
+        m
+    };
+    let cases: Vec<Vec<u8>> = vec![
+        // Bind whose parameter claims 100,000 bytes of the 9 that follow.
+        [
+            frame(b'P', b"\0SELECT $1\0\0\0"),
+            frame(b'B', b"\0\0\0\0\0\x01\0\x01\x86\xa0x\0\0"),
+            frame(b'S', b""),
+        ]
+        .concat(),
+        // Parse cut short inside its parameter-type count.
+        frame(b'P', b"\0SELECT 1\0\x01"),
+        // Describe and Close without their target.
+        frame(b'D', b""),
+        frame(b'C', b""),
+        // Execute without its row limit.
+        frame(b'E', b"\0"),
+    ];
+    for case in &cases {
+        let mut wire = Wire::connect(host.port);
+        wire.0.write_all(case).expect("send");
+        // The host answers with an error or closes the connection; either way it
+        // does not hang.
+        let _ = wire.until_ready();
+    }
+    let mut wire = Wire::connect(host.port);
+    let types = wire.query("SELECT 41 + 1").expect("the host serves on");
+    assert!(types.contains(&b'D'), "{types:?}");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!text.contains("internal error"), "{text}");
+    // pgwire 0.42's decoder panics on the first; the host says so in one line.
+    assert!(text.contains("(a malformed protocol message: "), "{text}");
+}
+
+#[test]
 fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked() {
     let Some(python) = common::python::python_or_skip("serve_psycopg") else {
         return;

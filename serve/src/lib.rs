@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt as _;
 use ringscan_executor::engine::EngineOptions;
 
 mod binary;
@@ -81,6 +82,43 @@ fn duplicate(
     Ok((tokio::net::TcpStream::from_std(socket)?, peer))
 }
 
+thread_local! {
+    /// The last panic on this thread, for the connection it closes to report.
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The host's threads' panics are reported by what they stop (a connection, a
+/// statement) in one log line; other threads' go to the hook installed before.
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() != Some(THREAD_NAME) {
+                return previous(info);
+            }
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{message}{at}")));
+        }));
+    });
+}
+
+fn last_panic() -> Option<String> {
+    LAST_PANIC.with(|p| p.borrow_mut().take())
+}
+
+/// The name of the host's runtime threads.
+const THREAD_NAME: &str = "ringscan-serve";
+
 /// One line on stderr (the host's log), with the time.
 pub(crate) fn log(line: &str) {
     let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
@@ -127,10 +165,11 @@ pub fn run(
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .thread_name("ringscan-serve")
+        .thread_name(THREAD_NAME)
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
+    install_panic_hook();
     let served = runtime.block_on(serve(options, spawn, ready));
     // Sessions close on blocking threads; a stuck one does not hold the exit.
     runtime.shutdown_timeout(Duration::from_secs(5));
@@ -228,11 +267,20 @@ async fn serve(
                 connections.spawn(async move {
                     let started = Instant::now();
                     log(&format!("connection {id} from {peer}"));
-                    let serving = pgwire::tokio::process_socket(socket, None, handlers);
+                    // A message pgwire's decoder cannot take makes it panic: that
+                    // closes this connection, with one line saying why.
+                    let serving = std::panic::AssertUnwindSafe(
+                        pgwire::tokio::process_socket(socket, None, handlers),
+                    )
+                    .catch_unwind();
                     let how = tokio::select! {
                         ended = serving => match ended {
-                            Ok(()) => String::new(),
-                            Err(e) => format!(" ({e})"),
+                            Ok(Ok(())) => String::new(),
+                            Ok(Err(e)) => format!(" ({e})"),
+                            Err(_) => format!(
+                                " (a malformed protocol message: {})",
+                                last_panic().unwrap_or_default()
+                            ),
                         },
                         idle = connection.idle_for(idle_timeout) => {
                             format!(" (idle for {:.1} s: --idle-timeout)", idle.as_secs_f64())
