@@ -136,6 +136,17 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
         String::from_utf8_lossy(&direct.stdout)
     );
 
+    // libpq's startup options (PGOPTIONS) set parameters.
+    let out = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
+        .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At"])
+        .args(["-c", "SHOW statement_timeout"])
+        .env("PGOPTIONS", "-c statement_timeout=1234")
+        .stdin(Stdio::null())
+        .output()
+        .expect("psql");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1234\n", "{out:?}");
+
     // psql's catalog commands answer from the data directory.
     let (ok, wire, err) = host.psql_commands(&["\\dt", "\\d ohlcv", "\\l", "\\dn"]);
     assert!(ok, "{err}");

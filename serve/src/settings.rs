@@ -189,12 +189,24 @@ impl Settings {
         params: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, Refused> {
         let mut settings = Self::default();
-        for (name, value) in params {
+        let mut take = |name: &str, value: &str| -> Result<(), Refused> {
             if let Some(k) = known(name) {
                 if !read_only(k.name) {
                     settings.set(k.name, Some(value))?;
                     settings.startup.insert(k.name, settings.get(k.name));
                 }
+            }
+            Ok(())
+        };
+        for (name, value) in params {
+            if name == "options" {
+                // libpq's `options` (PGOPTIONS): `-c name=value` and `--name=value`.
+                for (n, v) in command_line_options(value)? {
+                    Self::canonical(&n)?;
+                    take(&n, &v)?;
+                }
+            } else {
+                take(name, value)?;
             }
         }
         Ok(settings)
@@ -324,6 +336,52 @@ impl Settings {
     }
 }
 
+/// The `name=value` pairs of a startup `options` string: `-c name=value`,
+/// `-cname=value` or `--name=value`, separated by spaces (`\ ` is a space in a value).
+fn command_line_options(options: &str) -> Result<Vec<(String, String)>, Refused> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.extend(chars.next()),
+            c if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    let mut pairs = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(w) = words.next() {
+        let pair = if let Some(rest) = w.strip_prefix("--") {
+            rest.to_owned()
+        } else if w == "-c" {
+            words.next().unwrap_or_default()
+        } else if let Some(rest) = w.strip_prefix("-c") {
+            rest.to_owned()
+        } else {
+            return Err(refused(
+                "08P01",
+                format!("invalid command-line argument in the startup options: {w}"),
+            ));
+        };
+        let (name, value) = pair.split_once('=').ok_or_else(|| {
+            refused(
+                "08P01",
+                format!("startup option {pair:?} has no value (name=value)"),
+            )
+        })?;
+        pairs.push((name.replace('-', "_"), value.to_owned()));
+    }
+    Ok(pairs)
+}
+
 /// A PostgreSQL duration setting: milliseconds by default, or with a unit (`us`, `ms`,
 /// `s`, `min`, `h`, `d`).
 fn duration_ms(value: &str) -> Option<Duration> {
@@ -363,6 +421,30 @@ mod tests {
         s.reset_all();
         assert_eq!(s.get("extra_float_digits"), "1");
         assert_eq!(s.get("application_name"), "psql");
+    }
+
+    #[test]
+    fn startup_options_set_parameters_as_libpq_sends_them() {
+        let s = Settings::from_startup([(
+            "options",
+            "-c statement_timeout=250 --application-name=my\\ app -cDateStyle=ISO,DMY",
+        )])
+        .expect("ok");
+        assert_eq!(s.statement_timeout(), Some(Duration::from_millis(250)));
+        assert_eq!(s.get("application_name"), "my app");
+        assert_eq!(s.get("DateStyle"), "ISO,DMY");
+        assert_eq!(
+            Settings::from_startup([("options", "-c nope=1")])
+                .map(drop)
+                .map_err(|e| e.code),
+            Err("42704")
+        );
+        assert_eq!(
+            Settings::from_startup([("options", "-x")])
+                .map(drop)
+                .map_err(|e| e.code),
+            Err("08P01")
+        );
     }
 
     #[test]
