@@ -163,6 +163,20 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
          ringscan,ringscan,UTF8,C,C,,libc,\n\
          public,ringscan\n"
     );
+    // \dt+ sizes the table by its files; \du lists the one role.
+    let bytes: u64 = std::fs::read_dir(data.join("ohlcv"))
+        .expect("table dir")
+        .map(|e| e.expect("entry").metadata().expect("metadata").len())
+        .sum();
+    let (ok, wire, err) = host.psql_commands(&["\\dt+", "\\du"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        wire,
+        format!(
+            "public,ohlcv,table,ringscan,permanent,,{} kB,\nringscan,,{{}}\n",
+            (bytes / 512).div_ceil(2)
+        )
+    );
     let (ok, wire, err) = host.psql(
         "SELECT current_database(), current_schema(), version() LIKE 'PostgreSQL 15%ringscan%'",
     );

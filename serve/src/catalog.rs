@@ -41,6 +41,7 @@ const OWNER_OID: i32 = 10;
 /// Catalog relations that ringscan never fills: present, empty.
 pub(crate) const EMPTY: &[&str] = &[
     "pg_attrdef",
+    "pg_auth_members",
     "pg_collation",
     "pg_constraint",
     "pg_depend",
@@ -195,6 +196,8 @@ type Rows = fn(&[Relation], &Facts) -> Vec<ArrayRef>;
 /// What the catalog says of the host and the connection.
 pub(crate) struct Facts {
     pub(crate) database: String,
+    /// The data directory: a table's size is its files'.
+    pub(crate) data: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for CatalogTable {
@@ -484,6 +487,7 @@ const PG_ROLES: &[(&str, DataType)] = &[
     ("rolreplication", DataType::Boolean),
     ("rolbypassrls", DataType::Boolean),
     ("rolconnlimit", DataType::Int32),
+    ("rolvaliduntil", DataType::Utf8),
 ];
 
 fn pg_roles(_: &[Relation], _: &Facts) -> Vec<ArrayRef> {
@@ -498,6 +502,7 @@ fn pg_roles(_: &[Relation], _: &Facts) -> Vec<ArrayRef> {
         bools([false]),
         bools([false]),
         ints([-1]),
+        strings([None]),
     ]
 }
 
@@ -569,6 +574,7 @@ pub(crate) fn register(
     }
     catalog.register_schema("pg_catalog", schema_provider)?;
     functions(ctx, &facts, settings, default_zone);
+    sizes(ctx, public, facts.data.clone());
     Ok(())
 }
 
@@ -780,6 +786,92 @@ fn functions(
     }
 }
 
+/// `pg_size_pretty(bytes)`: bytes, kB, MB, GB, TB as PostgreSQL rounds them (a unit
+/// from 10 of it on, halves rounded away from zero).
+fn size_pretty(bytes: i64) -> String {
+    if bytes.abs() < 10 * 1024 {
+        return format!("{bytes} bytes");
+    }
+    // One extra bit kept for rounding.
+    let mut half = bytes >> 9;
+    for unit in ["kB", "MB", "GB", "TB"] {
+        if half.abs() < 20 * 1024 - 1 || unit == "TB" {
+            let rounded = if half < 0 {
+                (half - 1) / 2
+            } else {
+                (half + 1) / 2
+            };
+            return format!("{rounded} {unit}");
+        }
+        half >>= 10;
+    }
+    unreachable!("TB returns")
+}
+
+/// Bytes of the Parquet files under `dir`.
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            Ok(t) if t.is_file() && e.file_name().to_string_lossy().ends_with(".parquet") => {
+                e.metadata().map_or(0, |m| m.len())
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
+/// `pg_table_size(oid)` and its kin (the table's Parquet bytes), and `pg_size_pretty`.
+fn sizes(ctx: &SessionContext, public: Arc<dyn SchemaProvider>, data: std::path::PathBuf) {
+    for name in [
+        "pg_table_size",
+        "pg_relation_size",
+        "pg_total_relation_size",
+    ] {
+        let public = Arc::clone(&public);
+        let data = data.clone();
+        ctx.register_udf(ScalarUDF::new_from_impl(PgFunction {
+            name,
+            signature: Signature::variadic_any(Volatility::Stable),
+            returns: DataType::Int64,
+            answer: Box::new(move |args, rows| {
+                let oids = int_values(&args[0], rows)?;
+                let mut names = public.table_names();
+                names.sort();
+                let mut b = arrow_array::builder::Int64Builder::new();
+                for oid in oids {
+                    let name = oid
+                        .and_then(|o| usize::try_from(o - i64::from(FIRST_TABLE_OID)).ok())
+                        .and_then(|i| names.get(i));
+                    match name {
+                        Some(n) => b.append_value(
+                            i64::try_from(bytes_under(&data.join(n))).unwrap_or(i64::MAX),
+                        ),
+                        None => b.append_null(),
+                    }
+                }
+                Ok(ColumnarValue::Array(Arc::new(b.finish())))
+            }),
+        }));
+    }
+    ctx.register_udf(ScalarUDF::new_from_impl(PgFunction {
+        name: "pg_size_pretty",
+        signature: Signature::variadic_any(Volatility::Immutable),
+        returns: DataType::Utf8,
+        answer: Box::new(|args, rows| {
+            let values = int_values(&args[0], rows)?;
+            let texts: Vec<Option<String>> = values.iter().map(|v| v.map(size_pretty)).collect();
+            Ok(ColumnarValue::Array(strings(
+                texts.iter().map(|t| t.as_deref()),
+            )))
+        }),
+    }));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -805,6 +897,7 @@ mod tests {
             &ctx,
             Facts {
                 database: "db".into(),
+                data: std::path::PathBuf::from("/nonexistent"),
             },
             Arc::new(Mutex::new(Settings::default())),
             "UTC".into(),
@@ -846,6 +939,22 @@ mod tests {
             run("SELECT current_database(), current_setting('DateStyle')"),
             ["db|ISO, MDY"]
         );
+    }
+
+    #[test]
+    fn sizes_are_pretty_as_postgresql_makes_them() {
+        // What PostgreSQL 15's pg_size_pretty returns for these.
+        for (bytes, want) in [
+            (0, "0 bytes"),
+            (10_239, "10239 bytes"),
+            (10_240, "10 kB"),
+            (24_576_000, "23 MB"),
+            (20_971_007, "20 MB"),
+            (1_073_741_824, "1024 MB"),
+            (-20_000, "-20 kB"),
+        ] {
+            assert_eq!(size_pretty(bytes), want, "{bytes}");
+        }
     }
 
     #[test]

@@ -218,7 +218,10 @@ impl Connection {
                 let opened = SqlSession::open(&shared.data, &spawn, &options)?;
                 crate::catalog::register(
                     opened.context(),
-                    crate::catalog::Facts { database },
+                    crate::catalog::Facts {
+                        database,
+                        data: shared.data.clone(),
+                    },
                     settings,
                     shared.engine.time_zone.clone(),
                 )

@@ -10,8 +10,8 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, DataType, Expr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem,
-    SetExpr, SetOperator, Statement, TableFactor, Value,
+    BinaryOperator, DataType, Expr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query,
+    Select, SelectItem, SetExpr, SetOperator, Statement, TableFactor, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -207,6 +207,13 @@ fn expr_name(e: &Expr) -> String {
 /// One expression in the engine's spelling (children are rewritten first).
 fn rewrite_expr(e: &mut Expr) {
     match e {
+        // ARRAY(subquery) over nothing: an empty array, shown as PostgreSQL shows it.
+        Expr::Function(f)
+            if f.name.to_string().eq_ignore_ascii_case("array")
+                && matches!(&f.args, FunctionArguments::Subquery(q) if empty_query(q)) =>
+        {
+            *e = Expr::value(Value::SingleQuotedString("{}".into()));
+        }
         Expr::Function(f) => {
             if let Some(name) = catalog_name(&f.name) {
                 f.name = ObjectName::from(vec![Ident::new(name)]);
