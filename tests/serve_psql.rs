@@ -37,6 +37,55 @@ impl Host {
     }
 }
 
+/// A temporary data directory holding `rows` rows of the generator's ohlcv table (the
+/// directory goes when the first value is dropped).
+fn ohlcv(rows: u32) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let generated = ringscan(&["generate", "ohlcv", "--rows", &rows.to_string()], &data);
+    assert!(generated.status.success(), "{generated:?}");
+    (dir, data)
+}
+
+/// Every close against every other: a statement that runs for many seconds over
+/// 60,000 rows even on a fast machine.
+const SLOW: &str = "SELECT count(*) FROM ohlcv a, ohlcv b WHERE a.close < b.close + a.volume * 0";
+
+/// A frontend message: its type, length and body.
+fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend(((4 + body.len()) as u32).to_be_bytes());
+    m.extend(body);
+    m
+}
+
+/// A simple Query message.
+fn query_message(sql: &str) -> Vec<u8> {
+    frame(b'Q', &[sql.as_bytes(), b"\0"].concat())
+}
+
+impl Host {
+    /// Sends SIGTERM and waits (at most `within`) for the exit status.
+    fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
+        let killed = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running {within:?} after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 fn have_psql() -> bool {
     let found = Command::new("psql")
         .arg("--version")
@@ -72,10 +121,7 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
     if !have_psql() {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
-    assert!(generated.status.success(), "{generated:?}");
+    let (dir, data) = ohlcv(20000);
     let _daemon = DaemonGuard(&data);
     let mut host = Host::start(&data, &dir.path().join("serve.log"), &[]);
 
@@ -184,23 +230,7 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
     assert_eq!(wire, "ringscan,public,t\n");
 
     // SIGTERM: the listener stops and the host exits 0.
-    let pid = host.child.id();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = host.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still running 10 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = host.terminate(Duration::from_secs(10));
     assert!(status.success(), "{status:?}");
 }
 
@@ -209,25 +239,19 @@ fn sigterm_lets_a_statement_run_out_its_grace_then_stops_it_and_the_daemon() {
     if !have_psql() {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    // 60,000 rows: the cross join below runs for many seconds even on a fast machine.
-    let generated = ringscan(&["generate", "ohlcv", "--rows", "60000"], &data);
-    assert!(generated.status.success(), "{generated:?}");
+    let (dir, data) = ohlcv(60000);
     let _daemon = DaemonGuard(&data);
     let log = dir.path().join("serve.log");
     let mut host = Host::start(&data, &log, &["--shutdown-grace", "1"]);
     // The daemon started and the table's footers read before the statement under test.
     let (ok, _, err) = host.psql("SELECT count(*) FROM ohlcv");
     assert!(ok, "{err}");
-    // Every close against every other: many seconds.
-    let slow = "SELECT count(*) FROM ohlcv a, ohlcv b WHERE a.close < b.close + a.volume * 0";
     let client_log = dir.path().join("psql.log");
     let out = std::fs::File::create(&client_log).expect("log");
     let mut client = Command::new("psql")
         .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
         .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At"])
-        .args(["-c", "\\set VERBOSITY verbose", "-c", slow])
+        .args(["-c", "\\set VERBOSITY verbose", "-c", SLOW])
         .env("PGCONNECT_TIMEOUT", "10")
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("log"))
@@ -248,22 +272,7 @@ fn sigterm_lets_a_statement_run_out_its_grace_then_stops_it_and_the_daemon() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(1500));
-    let killed = Command::new("kill")
-        .args(["-TERM", &host.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = host.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "the host still runs 15 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = host.terminate(Duration::from_secs(15));
     let _ = client.wait();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let psql = std::fs::read_to_string(&client_log).unwrap_or_default();
@@ -328,11 +337,7 @@ impl Wire {
 
     fn query(&mut self, sql: &str) -> Option<Vec<u8>> {
         use std::io::Write;
-        let mut msg = vec![b'Q'];
-        msg.extend(((4 + sql.len() + 1) as u32).to_be_bytes());
-        msg.extend(sql.as_bytes());
-        msg.push(0);
-        self.0.write_all(&msg).ok()?;
+        self.0.write_all(&query_message(sql)).ok()?;
         self.until_ready()
     }
 }
@@ -366,23 +371,14 @@ fn an_idle_connection_is_closed_after_the_idle_timeout_and_an_active_one_is_not(
 
 #[test]
 fn a_client_that_goes_away_mid_statement_stops_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    // 60,000 rows: the cross join below runs for many seconds.
-    let generated = ringscan(&["generate", "ohlcv", "--rows", "60000"], &data);
-    assert!(generated.status.success(), "{generated:?}");
+    let (dir, data) = ohlcv(60000);
     let _daemon = DaemonGuard(&data);
     let log = dir.path().join("serve.log");
     let host = Host::start(&data, &log, &[]);
     let mut wire = Wire::connect(host.port);
     {
         use std::io::Write;
-        let sql = "SELECT count(*) FROM ohlcv a, ohlcv b WHERE a.close < b.close + a.volume * 0";
-        let mut msg = vec![b'Q'];
-        msg.extend(((4 + sql.len() + 1) as u32).to_be_bytes());
-        msg.extend(sql.as_bytes());
-        msg.push(0);
-        wire.0.write_all(&msg).expect("query");
+        wire.0.write_all(&query_message(SLOW)).expect("query");
     }
     std::thread::sleep(Duration::from_millis(1500));
     drop(wire);
@@ -409,10 +405,7 @@ fn with_a_password_clients_prove_it_with_scram_and_a_wrong_one_is_28p01() {
     if !have_psql() {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let generated = ringscan(&["generate", "ohlcv", "--rows", "1000"], &data);
-    assert!(generated.status.success(), "{generated:?}");
+    let (dir, data) = ohlcv(1000);
     let _daemon = DaemonGuard(&data);
     let file = dir.path().join("password");
     std::fs::write(&file, "correct horse\n").expect("password file");
@@ -456,10 +449,7 @@ fn scram_login(port: u16, password: &str) -> Result<(), String> {
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     let send = |s: &mut std::net::TcpStream, kind: u8, body: &[u8]| {
-        let mut msg = vec![kind];
-        msg.extend(((4 + body.len()) as u32).to_be_bytes());
-        msg.extend(body);
-        s.write_all(&msg).expect("send");
+        s.write_all(&frame(kind, body)).expect("send");
     };
     // A message: its type and body.
     let read = |s: &mut std::net::TcpStream| -> (u8, Vec<u8>) {
@@ -525,10 +515,7 @@ fn metrics_count_connections_statements_and_what_scans_read() {
     if !have_psql() {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
-    assert!(generated.status.success(), "{generated:?}");
+    let (dir, data) = ohlcv(20000);
     let _daemon = DaemonGuard(&data);
     let log = dir.path().join("serve.log");
     let host = Host::start(&data, &log, &["--metrics", "127.0.0.1:0"]);
@@ -579,12 +566,6 @@ fn malformed_protocol_messages_close_their_connection_and_the_host_serves_on() {
     let _daemon = DaemonGuard(&data);
     let log = dir.path().join("serve.log");
     let host = Host::start(&data, &log, &[]);
-    let frame = |kind: u8, body: &[u8]| {
-        let mut m = vec![kind];
-        m.extend(((4 + body.len()) as u32).to_be_bytes());
-        m.extend(body);
-        m
-    };
     let cases: Vec<Vec<u8>> = vec![
         // Bind whose parameter claims 100,000 bytes of the 9 that follow.
         [
@@ -622,10 +603,7 @@ fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked()
     let Some(python) = common::python::python_or_skip("serve_psycopg") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let generated = ringscan(&["generate", "ohlcv", "--rows", "20000"], &data);
-    assert!(generated.status.success(), "{generated:?}");
+    let (dir, data) = ohlcv(20000);
     let _daemon = DaemonGuard(&data);
     let host = Host::start(
         &data,

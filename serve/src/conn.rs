@@ -427,14 +427,10 @@ impl Connection {
     async fn set_time_zone(&self, zone: Option<&str>) -> Result<(), Box<ErrorInfo>> {
         let zone = match zone {
             Some(z) => z.to_owned(),
-            None => {
-                let mut startup = self.settings().clone();
-                let _ = startup.set("TimeZone", None);
-                match startup.get("TimeZone") {
-                    z if z.is_empty() => self.shared.engine.time_zone.clone(),
-                    z => z,
-                }
-            }
+            None => self
+                .settings()
+                .startup_value("TimeZone")
+                .unwrap_or_else(|| self.shared.engine.time_zone.clone()),
         };
         let sql = format!("SET TimeZone = '{}'", zone.replace('\'', "''"));
         self.with_session(move |s| s.query(&sql, false))

@@ -181,9 +181,11 @@ impl CopyOut {
     }
 
     fn line(&self, cells: &[Option<String>], out: &mut BytesMut) {
+        let mut buf = [0u8; 4];
+        let delimiter = self.delimiter.encode_utf8(&mut buf).as_bytes();
         for (i, cell) in cells.iter().enumerate() {
             if i > 0 {
-                out.put_slice(self.delimiter.to_string().as_bytes());
+                out.put_slice(delimiter);
             }
             match cell {
                 None => out.put_slice(self.null.as_bytes()),

@@ -30,9 +30,14 @@ pub(crate) enum Rewritten {
 }
 
 /// Whether `sql` may be a catalog query (cheap: no parsing).
+/// Runs on every statement: a scan of the bytes, no allocation.
 fn mentions_catalog(sql: &str) -> bool {
-    let lower = sql.to_ascii_lowercase();
-    lower.contains("pg_") || lower.contains("::reg")
+    let has = |needle: &[u8]| {
+        sql.as_bytes()
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
+    };
+    has(b"pg_") || has(b"::reg")
 }
 
 pub(crate) fn rewrite(sql: &str) -> Rewritten {

@@ -300,6 +300,12 @@ impl Settings {
         Ok(())
     }
 
+    /// The value the client gave `name` at startup, if it gave one.
+    pub(crate) fn startup_value(&self, name: &str) -> Option<String> {
+        let k = known(name)?;
+        self.startup.get(k.name).cloned()
+    }
+
     /// `RESET ALL`: every parameter back to its startup value or default.
     pub(crate) fn reset_all(&mut self) {
         self.values.clear();
