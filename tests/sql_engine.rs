@@ -249,8 +249,10 @@ fn bad_input_gets_one_clear_message() {
     assert_eq!(csv_ok(&data, &["SELECT count(*) FROM trades"]), ["100"]);
 }
 
-/// `$n` parameters: one plan per SQL text, each binding optimized with its values (so
-/// they prune like literals), answers equal to the literal query's and to a count made
+/// `$n` parameters: one plan per SQL text, optimized once with placeholders (the
+/// generic plan) and filled in per binding, pruning like literals; a value that the scan
+/// would take otherwise than the placeholder (NULL, infinity) is planned on its own.
+/// Answers equal to the literal query's and to a count made
 /// here, and one clear message for a wrong number or type of values.
 #[test]
 fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
@@ -303,6 +305,7 @@ fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
             )
             .expect("bound query");
         assert!(bound.plan_hit, "the plan of one SQL text is made once");
+        assert!(bound.generic_plan, "lo={lo} g={g}: the values fill the generic plan");
         let literal = session
             .query(
                 &format!("SELECT count(*) AS n, sum(k) AS s FROM t WHERE k >= {lo} AND g = {g}"),
@@ -336,6 +339,25 @@ fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
         .query_with(sql, vec![Param::Int64(None), Param::Int64(Some(1))], false)
         .expect("null parameter");
     assert_eq!(first_row(&null).0, 0);
+    // `k >= NULL` is not a filter the daemon takes: the binding is planned on its own.
+    assert!(!null.generic_plan, "a NULL changes what the scan is handed");
+
+    // A value the daemon cannot be handed (infinity travels as JSON) is planned on its
+    // own too, and still answers; a finite one fills the generic plan.
+    let below = "SELECT count(*) AS n, sum(k) AS s FROM t WHERE x < $1";
+    for (x, expected, generic) in [
+        (100.0, 200, true),
+        (f64::INFINITY, rows, false),
+        (-1.0, 0, true),
+        (f64::NEG_INFINITY, 0, false),
+        (2_500.5, 5_001, true),
+    ] {
+        let bound = session
+            .query_with(below, vec![Param::Float64(Some(x))], false)
+            .expect("float parameter");
+        assert_eq!(first_row(&bound).0, expected, "x < {x}");
+        assert_eq!(bound.generic_plan, generic, "x < {x}");
+    }
 
     let few = session
         .query_with(sql, vec![Param::Int64(Some(1))], false)

@@ -78,6 +78,9 @@ pub struct QueryOutcome {
     pub scan: Option<ScanSummary>,
     /// The plan came from the plan cache.
     pub plan_hit: bool,
+    /// The values of the statement's parameters went into its generic plan, optimized
+    /// once with placeholders, rather than into a plan optimized for them.
+    pub generic_plan: bool,
     /// The result came from the result cache.
     pub result_hit: bool,
     /// The query read no column data: footer statistics answered it (`scan` then

@@ -16,7 +16,8 @@
 use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use ringscan_ipc::msg::{FileVersion, ScanSource};
@@ -166,6 +167,94 @@ pub fn resolve(
         schema,
         partition_types,
     })
+}
+
+/// Tables resolved by earlier scans, each served again while `stat` shows every file
+/// and directory of its listing unchanged: a point lookup then costs a `stat` per file
+/// and directory, not a walk, a `realpath` per file and the schema's footers.
+///
+/// File system timestamps are coarse (a clock tick, up to 10 ms, behind the real
+/// time): a directory changed within a tick of its listing could change again with the
+/// same mtime. A listing is kept only when everything in it is older than
+/// [`SETTLED`] before the listing began (as git treats "racily clean" files).
+#[derive(Debug)]
+pub struct ResolveCache {
+    kept: Mutex<ringscan_lru::ByteLru<(PathBuf, ScanSource), ResolvedTable>>,
+}
+
+/// How old a file or directory must be for a listing that includes it to be kept.
+const SETTLED: Duration = Duration::from_millis(50);
+
+impl ResolveCache {
+    /// Holding at most `capacity_bytes` of listings (an estimate: paths and versions).
+    pub fn new(capacity_bytes: usize) -> Self {
+        Self {
+            kept: Mutex::new(ringscan_lru::ByteLru::new(capacity_bytes)),
+        }
+    }
+
+    /// [`resolve`], from the kept listing while it is current.
+    pub fn resolve(
+        &self,
+        data_dir: &Path,
+        source: &ScanSource,
+        cache: &MetadataCache,
+    ) -> Result<ResolvedTable, TableError> {
+        let key = (data_dir.to_path_buf(), source.clone());
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .cloned();
+        if let Some(table) = kept {
+            if listing_current(data_dir, &table.listing) {
+                return Ok(table);
+            }
+        }
+        let began = SystemTime::now();
+        let table = resolve(data_dir, source, cache)?;
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if listing_settled(&table.listing, began) {
+            let bytes = table
+                .listing
+                .file_versions
+                .iter()
+                .chain(&table.listing.dirs)
+                .map(|v| v.path.as_os_str().len() * 2 + 96)
+                .sum::<usize>()
+                + 512 * table.schema.fields().len();
+            kept.insert(key, table.clone(), bytes);
+        } else {
+            kept.remove(&key);
+        }
+        Ok(table)
+    }
+}
+
+/// Whether every file and directory of `listing` still has its recorded version.
+fn listing_current(data_dir: &Path, listing: &Listing) -> bool {
+    listing
+        .file_versions
+        .iter()
+        .chain(&listing.dirs)
+        .all(|recorded| {
+            fs::metadata(data_dir.join(&recorded.path))
+                .is_ok_and(|m| FileVersion::from_metadata(PathBuf::new(), &m).same_contents(recorded))
+        })
+}
+
+/// Whether everything in `listing` was last changed well before `began`.
+fn listing_settled(listing: &Listing, began: SystemTime) -> bool {
+    let Ok(began) = began.duration_since(UNIX_EPOCH) else {
+        return false;
+    };
+    let limit = i128::try_from(began.saturating_sub(SETTLED).as_nanos()).unwrap_or(i128::MAX);
+    listing
+        .file_versions
+        .iter()
+        .chain(&listing.dirs)
+        .all(|v| v.modified_ns < limit && v.changed_ns < limit)
 }
 
 fn canonical(path: &Path) -> Result<PathBuf, TableError> {

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use arrow_array::ArrayRef;
 use arrow_schema::SchemaRef;
 use ringscan_ipc::client::{ClientError, DaemonClient, ScanStream};
 use ringscan_ipc::msg::{FileVersion, ScanRequest, ScanSource, TableInfo, TableStatistics};
@@ -39,6 +40,8 @@ pub(crate) struct TableEntry {
     pub(crate) info: TableInfo,
     /// Every column's footer statistics, asked for once per entry (data version).
     statistics: OnceLock<Option<TableStatistics>>,
+    /// Their minimums and maximums decoded (each column's pair as an array), once.
+    min_max: OnceLock<Option<Vec<ArrayRef>>>,
 }
 
 impl TableEntry {
@@ -112,6 +115,7 @@ impl Daemon {
             schema: Arc::new(schema),
             info,
             statistics: OnceLock::new(),
+            min_max: OnceLock::new(),
         });
         let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
         if tables.len() >= TABLES_MAX {
@@ -138,6 +142,15 @@ impl Daemon {
                 (stats.files == entry.info.files && stats.dirs == entry.info.dirs).then_some(stats)
             })
             .as_ref()
+    }
+
+    /// The minimums and maximums of [`Self::statistics`], decoded once per entry:
+    /// each column's pair as an array, in the statistics' column order.
+    pub(crate) fn min_max<'e>(&self, entry: &'e TableEntry) -> Option<&'e [ArrayRef]> {
+        entry
+            .min_max
+            .get_or_init(|| self.statistics(entry)?.min_max().ok())
+            .as_deref()
     }
 
     /// Starts a scan on a connection and ring of its own.

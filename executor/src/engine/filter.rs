@@ -15,6 +15,7 @@
 
 use arrow_schema::{DataType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
+use datafusion::logical_expr::expr::Placeholder;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 use ringscan_ipc::msg::{CmpOp, Literal, Operand, Predicate};
@@ -171,6 +172,13 @@ pub(crate) fn exact_literal(column_type: &DataType, v: &ScalarValue) -> Option<L
 fn literal_of(e: &Expr, column_type: &DataType) -> Option<Literal> {
     match e {
         Expr::Literal(v, _) => exact_literal(column_type, v),
+        // A prepared statement's parameter, when its plan is optimized before it has a
+        // value: pushed as a value of its type would be. Only the verdict (exact, part,
+        // none) is used; a binding whose value gets another verdict is planned on its
+        // own (see the engine's generic plans), and a scan is planned only with values.
+        Expr::Placeholder(Placeholder {
+            field: Some(field), ..
+        }) => exact_literal(column_type, &ScalarValue::new_default(field.data_type()).ok()?),
         _ => None,
     }
 }

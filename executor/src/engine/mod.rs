@@ -37,8 +37,8 @@ use arrow_schema::{DataType, SchemaRef};
 use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::session_state::SessionStateBuilder;
-use datafusion::logical_expr::{DdlStatement, LogicalPlan};
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::{DdlStatement, Expr, LogicalPlan};
 use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
 use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
@@ -263,6 +263,14 @@ struct CachedPlan {
     /// The types of `$1`, `$2`... as inferred from where they are used (`None`: not
     /// inferable). A plan with parameters is kept unoptimized and optimized per binding.
     params: Vec<Option<DataType>>,
+    /// For a plan with parameters of known types: the plan optimized once with its
+    /// placeholders in (PostgreSQL's generic plan), which a binding fills in without
+    /// optimizing again. `None` where the optimizer refused the placeholders.
+    generic: Option<LogicalPlan>,
+    /// A binding of a generic plan.
+    bound_generic: bool,
+    /// `generic`'s text, made at the first binding.
+    generic_text: Mutex<Option<Arc<str>>>,
     /// The physical plan, once made, where it may run again after
     /// `reset_plan_states` (no dynamic filter reaches a scan): physical planning is
     /// most of what a cached query costs before its first batch.
@@ -514,6 +522,9 @@ impl SqlSession {
         refuse_writes(&logical)?;
         let params = parameter_types(&logical)?;
         let explain = matches!(logical, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_));
+        let generic = (!params.is_empty() && !explain && params.iter().all(Option::is_some))
+            .then(|| self.ctx.state().optimize(&logical).ok())
+            .flatten();
         let (plan, text) = if params.is_empty() {
             let df = self
                 .runtime
@@ -534,6 +545,9 @@ impl SqlSession {
             plan,
             explain,
             params,
+            generic,
+            bound_generic: false,
+            generic_text: Mutex::new(None),
             physical: Mutex::new(None),
         });
         if cacheable {
@@ -565,6 +579,23 @@ impl SqlSession {
             .enumerate()
             .map(|(i, (value, ty))| bind_value(i + 1, value, ty.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(generic) = &cached.generic {
+            let text = format!("{}\nwith {values:?}", cached_text(&cached, generic));
+            let plan = generic.clone().with_param_values(values.clone())?;
+            if same_pushdown(generic, &plan) {
+                return Ok(Arc::new(CachedPlan {
+                    entries: cached.entries.clone(),
+                    text,
+                    plan,
+                    explain: cached.explain,
+                    params: Vec::new(),
+                    generic: None,
+                    bound_generic: true,
+                    generic_text: Mutex::new(None),
+                    physical: Mutex::new(None),
+                }));
+            }
+        }
         let plan = cached.plan.clone().with_param_values(values)?;
         let plan = self.ctx.state().optimize(&plan)?;
         Ok(Arc::new(CachedPlan {
@@ -573,6 +604,9 @@ impl SqlSession {
             plan,
             explain: cached.explain,
             params: Vec::new(),
+            generic: None,
+            bound_generic: false,
+            generic_text: Mutex::new(None),
             physical: Mutex::new(None),
         }))
     }
@@ -624,10 +658,14 @@ impl SqlSession {
     pub fn physical_plan(&mut self, sql: &str) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
         let (cached, _) = self.plan(sql)?;
         let cached = self.bind(cached, Vec::new())?;
-        self.physical(&cached)
+        self.physical(&cached, &self.ctx.state())
     }
 
-    fn physical(&self, cached: &CachedPlan) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+    fn physical(
+        &self,
+        cached: &CachedPlan,
+        state: &SessionState,
+    ) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
         let mut kept = cached
             .physical
             .lock()
@@ -635,11 +673,10 @@ impl SqlSession {
         if let Some(plan) = kept.as_ref() {
             return Ok(reset_plan_states(Arc::clone(plan))?);
         }
-        let state = self.ctx.state();
         let plan = self.runtime.block_on(
             state
                 .query_planner()
-                .create_physical_plan(&cached.plan, &state),
+                .create_physical_plan(&cached.plan, state),
         )?;
         if !cached.explain && rerunnable(&plan) {
             *kept = Some(Arc::clone(&plan));
@@ -680,6 +717,7 @@ impl SqlSession {
         let start = Instant::now();
         let (cached, plan_hit) = self.plan(sql)?;
         let cached = self.bind(cached, params)?;
+        let generic_plan = cached.bound_generic;
         let is_explain = cached.explain;
         let zone = self.time_zone();
         // The zone is part of the answer: a plan's text names no types, and the same
@@ -696,6 +734,7 @@ impl SqlSession {
                 explain: None,
                 scan: None,
                 plan_hit,
+                generic_plan,
                 result_hit: true,
                 from_statistics: false,
                 total_us: micros(start),
@@ -703,7 +742,7 @@ impl SqlSession {
         }
         let state = self.ctx.state();
         let tables = &cached.entries;
-        let physical = self.physical(&cached)?;
+        let physical = self.physical(&cached, &state)?;
         let task = Arc::new(datafusion::execution::TaskContext::from(&state));
         if let Some(reason) = interrupt.reason() {
             return Err(EngineError::Interrupted(reason));
@@ -743,6 +782,7 @@ impl SqlSession {
                 explain: Some(explain_text(&batches)),
                 scan: None,
                 plan_hit,
+                generic_plan,
                 result_hit: false,
                 from_statistics: false,
                 total_us: micros(start),
@@ -763,6 +803,7 @@ impl SqlSession {
             explain: None,
             scan: (!scans.is_empty() || from_statistics).then_some(summary),
             plan_hit,
+            generic_plan,
             result_hit: false,
             from_statistics,
             total_us: micros(start),
@@ -907,6 +948,51 @@ fn refuse_writes(plan: &LogicalPlan) -> Result<(), EngineError> {
         _ => return Ok(()),
     };
     Err(read_only(&what))
+}
+
+/// The generic plan's text, made once per cached plan (the result cache's key of a
+/// binding is it and the values).
+fn cached_text(cached: &CachedPlan, generic: &LogicalPlan) -> Arc<str> {
+    let mut text = cached
+        .generic_text
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    Arc::clone(text.get_or_insert_with(|| format!("{}", generic.display_indent()).into()))
+}
+
+/// Whether each scan of `bound` (`generic` with its placeholders filled in) hands the
+/// same filters to its table as exactly, in part or not at all as `generic` did when it
+/// was optimized: a filter the optimizer left to the scan as exact must stay exact with
+/// its value (a NULL, a float the column cannot hold exactly, an integer out of its
+/// range do not), else the binding is optimized on its own.
+fn same_pushdown(generic: &LogicalPlan, bound: &LogicalPlan) -> bool {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    fn scans(plan: &LogicalPlan) -> Vec<(Arc<dyn datafusion::logical_expr::TableSource>, Vec<Expr>)> {
+        let mut out = Vec::new();
+        let _ = plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                out.push((Arc::clone(&scan.source), scan.filters.clone()));
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        out
+    }
+    let (before, after) = (scans(generic), scans(bound));
+    before.len() == after.len()
+        && before.iter().zip(&after).all(|((source, was), (_, now))| {
+            if was.len() != now.len() {
+                return false;
+            }
+            let was: Vec<&Expr> = was.iter().collect();
+            let now: Vec<&Expr> = now.iter().collect();
+            match (
+                source.supports_filters_pushdown(&was),
+                source.supports_filters_pushdown(&now),
+            ) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            }
+        })
 }
 
 fn tables_of(plan: &LogicalPlan) -> Vec<Arc<daemon::TableEntry>> {

@@ -16,6 +16,7 @@
 
 use std::sync::Arc;
 
+use arrow_array::ArrayRef;
 use arrow_schema::{Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
@@ -129,8 +130,9 @@ impl TableProvider for DaemonTable {
         } else {
             None
         };
+        let min_max = stats.and_then(|_| self.daemon.min_max(&self.entry));
         let mut statistics = match &stats {
-            Some(stats) => footer_statistics(stats, table_schema, &indices),
+            Some(stats) => footer_statistics(stats, min_max, table_schema, &indices),
             None => Statistics::new_unknown(&schema),
         };
         if request.predicate.is_some() {
@@ -138,7 +140,7 @@ impl TableProvider for DaemonTable {
         }
         if let (Some(stats), false) = (&stats, exact_filters.is_empty()) {
             let all: Vec<usize> = (0..table_schema.fields().len()).collect();
-            let table = footer_statistics(stats, table_schema, &all);
+            let table = footer_statistics(stats, min_max, table_schema, &all);
             let selectivity = filter_selectivity(state, &exact_filters, table_schema, &table);
             statistics.num_rows = statistics
                 .num_rows
@@ -191,12 +193,13 @@ fn filter_selectivity(
 /// DataFusion statistics of the projected columns `indices` of `table_schema`.
 fn footer_statistics(
     stats: &TableStatistics,
+    min_max: Option<&[ArrayRef]>,
     table_schema: &Schema,
     indices: &[usize],
 ) -> Statistics {
     let rows = usize::try_from(stats.row_count).ok();
     // The footers' instants in the zone the table shows them in.
-    let values = stats.min_max().ok().map(|arrays| {
+    let values = min_max.map(|arrays| {
         arrays
             .iter()
             .zip(&stats.columns)

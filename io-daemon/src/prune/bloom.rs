@@ -5,8 +5,10 @@
 //! re-evaluated with the column-chunk statistics, so `=` under AND, OR and NOT all work.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use parquet::bloom_filter::Sbbf;
+use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
 use ringscan_ipc::scan_data::{CmpOp, Literal, Operand, Predicate};
@@ -22,8 +24,11 @@ pub const MAX_BLOOM_FILTER_BYTES: u64 = 16 << 20;
 
 struct BloomStats<'a> {
     inner: RowGroupStats<'a>,
-    filters: HashMap<&'a str, (&'a LeafColumn, Sbbf)>,
+    filters: HashMap<&'a str, (&'a LeafColumn, Arc<Sbbf>)>,
 }
+
+/// Gives the bloom filter of (row group, leaf column), `None` where the chunk has none.
+pub type BloomLoad<'a> = dyn FnMut(usize, usize) -> Result<Option<Arc<Sbbf>>, ParquetError> + 'a;
 
 /// `Some(false)` when the filter proves `lit` absent; `None` when it cannot be asked.
 fn filter_check(leaf: &LeafColumn, filter: &Sbbf, lit: &Literal) -> Option<bool> {
@@ -92,6 +97,23 @@ pub(crate) fn filter<R: ChunkReader>(
     row_groups: &[usize],
     file: &str,
 ) -> Result<RowGroupPruning, PruneError> {
+    let mut read = |g: usize, leaf: usize| {
+        Sbbf::read_from_column_chunk(meta.row_group(g).column(leaf), reader)
+            .map(|f| f.map(Arc::new))
+    };
+    filter_with(meta, columns, pred, row_groups, file, &mut read)
+}
+
+/// [`filter`] with the bloom filter of (row group, leaf column) from `load`: read from
+/// the file, or kept from an earlier scan.
+pub(crate) fn filter_with(
+    meta: &ParquetMetaData,
+    columns: &ColumnMap,
+    pred: &Predicate,
+    row_groups: &[usize],
+    file: &str,
+    load: &mut BloomLoad<'_>,
+) -> Result<RowGroupPruning, PruneError> {
     let mut names = Vec::new();
     equality_columns(pred, &mut names);
     let leaves: Vec<(&str, &LeafColumn)> = names
@@ -124,13 +146,11 @@ pub(crate) fn filter<R: ChunkReader>(
             if too_big {
                 continue;
             }
-            let sbbf = Sbbf::read_from_column_chunk(chunk, reader).map_err(|source| {
-                PruneError::BloomFilter {
-                    file: file.to_owned(),
-                    row_group: g,
-                    column: name.to_owned(),
-                    source,
-                }
+            let sbbf = load(g, leaf.index).map_err(|source| PruneError::BloomFilter {
+                file: file.to_owned(),
+                row_group: g,
+                column: name.to_owned(),
+                source,
             })?;
             if let Some(sbbf) = sbbf {
                 filters.insert(name, (leaf, sbbf));

@@ -26,7 +26,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
 use ringscan_ipc::scan_data::Predicate;
 
-pub use bloom::MAX_BLOOM_FILTER_BYTES;
+pub use bloom::{BloomLoad, MAX_BLOOM_FILTER_BYTES};
 pub use page::PagePruning;
 pub use page::{PageIndexes, RowGroupPageIndex};
 pub use partition::{PartitionValues, HIVE_DEFAULT_PARTITION};
@@ -125,6 +125,17 @@ impl<'a> FilePruner<'a> {
             row_groups,
             &self.file,
         )
+    }
+
+    /// [`Self::bloom_filters`] with each filter from `load` (row group, leaf column):
+    /// a cache in front of the file.
+    pub fn bloom_filters_with(
+        &self,
+        pred: &Predicate,
+        row_groups: &[usize],
+        load: &mut bloom::BloomLoad<'_>,
+    ) -> Result<RowGroupPruning, PruneError> {
+        bloom::filter_with(self.meta, &self.columns, pred, row_groups, &self.file, load)
     }
 
     /// The rows of `row_group` that may match, by the page index; everything when the

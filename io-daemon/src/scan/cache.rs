@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use ringscan_lru::ByteLru;
 
+use parquet::bloom_filter::Sbbf;
+use parquet::errors::ParquetError;
 use parquet::file::metadata::{
     FileMetaData, PageIndexPolicy, ParquetMetaData, ParquetMetaDataBuilder, ParquetMetaDataReader,
 };
@@ -52,6 +54,9 @@ struct Entry {
     indexes: HashMap<IndexKey, LoadedIndex>,
     /// The Arrow schema mapping and pruning column map, derived on first use.
     derived: Option<Derived>,
+    /// Bloom filters read by scans, by (row group, leaf column); `None`: the chunk has
+    /// none. A point lookup reads the same ones every time.
+    blooms: HashMap<(usize, usize), Option<Arc<Sbbf>>>,
 }
 
 #[derive(Debug)]
@@ -271,6 +276,40 @@ impl MetadataCache {
         Ok(())
     }
 
+    /// The bloom filter of (row group `g`, leaf column `leaf`) of `meta` (a footer this
+    /// cache returned for `path`): kept from an earlier scan, else from `read`, then kept
+    /// with the footer while it is cached and the budget allows.
+    pub(crate) fn bloom_filter(
+        &self,
+        path: &Path,
+        meta: &Arc<ParquetMetaData>,
+        g: usize,
+        leaf: usize,
+        read: impl FnOnce() -> Result<Option<Sbbf>, ParquetError>,
+    ) -> Result<Option<Arc<Sbbf>>, ParquetError> {
+        if let Some(kept) = self
+            .lock()
+            .entry_of(path, meta)
+            .and_then(|e| e.blooms.get(&(g, leaf)))
+        {
+            return Ok(kept.clone());
+        }
+        let filter = read()?.map(Arc::new);
+        let mut inner = self.lock();
+        if inner.entry_of(path, meta).is_none() {
+            return Ok(filter);
+        }
+        // A filter's blocks are 32 bytes each; the map entry is counted with it.
+        let bytes = filter.as_ref().map_or(0, |f| f.num_blocks() * 32) + 64;
+        let key = path.to_path_buf();
+        if inner.files.grow(&key, bytes) {
+            if let Some(entry) = inner.files.peek_mut(&key) {
+                entry.blooms.insert((g, leaf), filter.clone());
+            }
+        }
+        Ok(filter)
+    }
+
     fn insert(&self, path: &Path, version: FileVersion, meta: &Arc<ParquetMetaData>) {
         let bytes = meta.memory_size();
         let entry = Entry {
@@ -278,6 +317,7 @@ impl MetadataCache {
             meta: Arc::clone(meta),
             indexes: HashMap::new(),
             derived: None,
+            blooms: HashMap::new(),
         };
         // Replaces an older version; a footer larger than the budget is not kept.
         self.lock().files.insert(path.to_path_buf(), entry, bytes);

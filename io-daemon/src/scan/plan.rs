@@ -11,6 +11,7 @@ use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
 };
+use parquet::bloom_filter::Sbbf;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataBuilder};
 use ringscan_ipc::scan_data::{Predicate, ScanSummary};
 
@@ -315,7 +316,12 @@ fn access_plan(
     let stats = Arc::new(IoStats::default());
     let direct = Prefetched::direct(Arc::clone(source), Arc::clone(&stats));
     let by_bloom = guard_panic(path, || {
-        Ok(pruner.bloom_filters(&direct, pred, &by_stats.kept)?)
+        let mut load = |g: usize, leaf: usize| {
+            cache.bloom_filter(path, footer, g, leaf, || {
+                Sbbf::read_from_column_chunk(meta.row_group(g).column(leaf), &direct)
+            })
+        };
+        Ok(pruner.bloom_filters_with(pred, &by_stats.kept, &mut load)?)
     });
     // Zeros read from a shrunken mapping would make an empty filter, which prunes
     // every row group: check before believing it.

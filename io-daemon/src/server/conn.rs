@@ -15,7 +15,6 @@ use ringscan_ipc::error_chain as chain;
 
 use super::reply::reply_error;
 use super::{report, scan, Activity, Shared};
-use crate::table;
 
 /// A client that does not read its answers for this long is dropped.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -117,7 +116,7 @@ fn statistics(
 
 fn describe(shared: &Shared, source: &ScanSource) -> Result<TableInfo, String> {
     let resolved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        table::resolve(&shared.data_dir, source, &shared.cache)
+        shared.resolved.resolve(&shared.data_dir, source, &shared.cache)
     }))
     .map_err(|_| "internal error: describing the table panicked".to_owned())?
     .map_err(|e| chain(&e))?;

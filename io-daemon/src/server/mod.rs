@@ -257,12 +257,18 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> D
 }
 
 /// State shared by the accept loop and the connection threads.
+/// Listings and schemas kept between scans ([`crate::table::ResolveCache`]).
+const RESOLVE_CACHE_BYTES: usize = 16 << 20;
+
 #[derive(Debug)]
+
 pub(crate) struct Shared {
     pub(crate) config: DaemonConfig,
     /// Canonical data directory.
     pub(crate) data_dir: PathBuf,
     pub(crate) cache: MetadataCache,
+    /// Tables resolved by earlier requests, kept while unchanged.
+    pub(crate) resolved: crate::table::ResolveCache,
     pub(crate) log: Log,
     pub(crate) started: Instant,
     pub(crate) scans_active: AtomicU64,
@@ -446,6 +452,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     .map_err(DaemonError::Config)?;
     let ring_budget = plan.ring_bytes;
     let shared = Arc::new(Shared {
+        resolved: crate::table::ResolveCache::new(RESOLVE_CACHE_BYTES),
         cache: MetadataCache::new(usize::try_from(plan.metadata_cache_bytes).unwrap_or(usize::MAX))
             .with_column_cache(usize::try_from(plan.column_cache_bytes).unwrap_or(usize::MAX)),
         log: Log::open(&log_path(&data_dir)),

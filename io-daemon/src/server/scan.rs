@@ -156,7 +156,7 @@ struct Prepared {
 
 fn prepare(shared: &Shared, request: &ScanRequest) -> Result<Prepared, String> {
     let table = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        table::resolve(&shared.data_dir, &request.source, &shared.cache)
+        shared.resolved.resolve(&shared.data_dir, &request.source, &shared.cache)
     }))
     .map_err(|_| "internal error: resolving the table panicked".to_owned())?
     .map_err(|e| chain(&e))?;
@@ -461,6 +461,47 @@ fn stop_reason(shared: &Shared, control: &ControlState) -> Option<String> {
     }
 }
 
+thread_local! {
+    /// This pooled thread's counters, opened at its first scan and kept open: opening
+    /// and closing the perf events cost a point lookup about a fifth of the daemon's
+    /// time (the kernel patches its jump labels when the last software event of a kind
+    /// closes and again when the next opens, an interrupt to every CPU each time).
+    static SCAN_COUNTERS: std::cell::RefCell<Option<Counters>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The thread's kept counters for the length of one scan, put back when dropped.
+struct ThreadCounters(Option<Counters>);
+
+impl ThreadCounters {
+    fn take() -> Self {
+        let kept = SCAN_COUNTERS.with(|c| c.borrow_mut().take());
+        Self(Some(
+            kept.unwrap_or_else(|| Counters::open(CounterScope::Process)),
+        ))
+    }
+}
+
+impl std::ops::Deref for ThreadCounters {
+    type Target = Counters;
+    fn deref(&self) -> &Counters {
+        self.0.as_ref().expect("counters are held until drop")
+    }
+}
+
+impl std::ops::DerefMut for ThreadCounters {
+    fn deref_mut(&mut self) -> &mut Counters {
+        self.0.as_mut().expect("counters are held until drop")
+    }
+}
+
+impl Drop for ThreadCounters {
+    fn drop(&mut self) {
+        let counters = self.0.take();
+        // A thread being torn down has no slot left to return them to: they close.
+        let _ = SCAN_COUNTERS.try_with(|c| *c.borrow_mut() = counters);
+    }
+}
+
 /// Runs the scan into the ring; a panic anywhere inside is this scan's error.
 fn run_scan(
     shared: &Shared,
@@ -487,7 +528,7 @@ fn run_scan(
         .with_partition_types(Some(&prepared.table.partition_types));
     // Counters of this thread and the scan's worker threads (spawned after the open, so
     // they inherit them; they exit before the scan returns, which folds their counts in).
-    let mut counters = Counters::open(CounterScope::Process);
+    let mut counters = ThreadCounters::take();
     let span = counters.start();
     let ring_wait_before = producer.blocked_time();
     let mut rows_pushed = 0u64;
