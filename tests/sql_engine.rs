@@ -305,7 +305,10 @@ fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
             )
             .expect("bound query");
         assert!(bound.plan_hit, "the plan of one SQL text is made once");
-        assert!(bound.generic_plan, "lo={lo} g={g}: the values fill the generic plan");
+        assert!(
+            bound.generic_plan,
+            "lo={lo} g={g}: the values fill the generic plan"
+        );
         let literal = session
             .query(
                 &format!("SELECT count(*) AS n, sum(k) AS s FROM t WHERE k >= {lo} AND g = {g}"),

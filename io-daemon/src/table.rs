@@ -239,8 +239,9 @@ fn listing_current(data_dir: &Path, listing: &Listing) -> bool {
         .iter()
         .chain(&listing.dirs)
         .all(|recorded| {
-            fs::metadata(data_dir.join(&recorded.path))
-                .is_ok_and(|m| FileVersion::from_metadata(PathBuf::new(), &m).same_contents(recorded))
+            fs::metadata(data_dir.join(&recorded.path)).is_ok_and(|m| {
+                FileVersion::from_metadata(PathBuf::new(), &m).same_contents(recorded)
+            })
         })
 }
 

@@ -39,6 +39,14 @@ use crate::text::pg_type;
 /// The handlers of one connection.
 pub(crate) struct Handlers(pub(crate) Arc<Connection>);
 
+impl Handlers {
+    /// The extended query handler with its statement type named (the trait's
+    /// `extended_query_handler` hides it).
+    pub(crate) fn extended(&self) -> Arc<Handler> {
+        Arc::new(Handler(Arc::clone(&self.0)))
+    }
+}
+
 impl PgWireServerHandlers for Handlers {
     fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
         Arc::new(Handler(Arc::clone(&self.0)))

@@ -36,6 +36,7 @@ mod rewrite;
 mod rows;
 mod scram;
 mod settings;
+mod socket;
 mod statement;
 pub mod text;
 
@@ -270,7 +271,7 @@ async fn serve(
                     // A message pgwire's decoder cannot take makes it panic: that
                     // closes this connection, with one line saying why.
                     let serving = std::panic::AssertUnwindSafe(
-                        pgwire::tokio::process_socket(socket, None, handlers),
+                        socket::process(socket, peer, handlers),
                     )
                     .catch_unwind();
                     let how = tokio::select! {

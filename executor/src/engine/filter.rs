@@ -178,7 +178,10 @@ fn literal_of(e: &Expr, column_type: &DataType) -> Option<Literal> {
         // own (see the engine's generic plans), and a scan is planned only with values.
         Expr::Placeholder(Placeholder {
             field: Some(field), ..
-        }) => exact_literal(column_type, &ScalarValue::new_default(field.data_type()).ok()?),
+        }) => exact_literal(
+            column_type,
+            &ScalarValue::new_default(field.data_type()).ok()?,
+        ),
         _ => None,
     }
 }

@@ -29,12 +29,13 @@ mod scan;
 mod table;
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, SchemaRef};
-use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
@@ -264,13 +265,14 @@ struct CachedPlan {
     /// inferable). A plan with parameters is kept unoptimized and optimized per binding.
     params: Vec<Option<DataType>>,
     /// For a plan with parameters of known types: the plan optimized once with its
-    /// placeholders in (PostgreSQL's generic plan), which a binding fills in without
-    /// optimizing again. `None` where the optimizer refused the placeholders.
-    generic: Option<LogicalPlan>,
-    /// A binding of a generic plan.
-    bound_generic: bool,
-    /// `generic`'s text, made at the first binding.
-    generic_text: Mutex<Option<Arc<str>>>,
+    /// placeholders in (PostgreSQL's generic plan), which a binding runs without
+    /// optimizing again; its physical plan too where each filter on a parameter goes to
+    /// the daemon whole (the scan makes the predicate from the values when it runs).
+    /// `None` where the optimizer refused the placeholders.
+    generic: Option<Arc<CachedPlan>>,
+    /// Physical planning refused this generic plan (a parameter outside the filters
+    /// pushed whole): bindings fill in its logical plan instead.
+    physical_refused: std::sync::atomic::AtomicBool,
     /// The physical plan, once made, where it may run again after
     /// `reset_plan_states` (no dynamic filter reaches a scan): physical planning is
     /// most of what a cached query costs before its first batch.
@@ -524,7 +526,19 @@ impl SqlSession {
         let explain = matches!(logical, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_));
         let generic = (!params.is_empty() && !explain && params.iter().all(Option::is_some))
             .then(|| self.ctx.state().optimize(&logical).ok())
-            .flatten();
+            .flatten()
+            .map(|plan| {
+                Arc::new(CachedPlan {
+                    entries: tables_of(&plan),
+                    text: format!("{}", plan.display_indent()),
+                    plan,
+                    explain,
+                    params: params.clone(),
+                    generic: None,
+                    physical_refused: false.into(),
+                    physical: Mutex::new(None),
+                })
+            });
         let (plan, text) = if params.is_empty() {
             let df = self
                 .runtime
@@ -546,8 +560,7 @@ impl SqlSession {
             explain,
             params,
             generic,
-            bound_generic: false,
-            generic_text: Mutex::new(None),
+            physical_refused: false.into(),
             physical: Mutex::new(None),
         });
         if cacheable {
@@ -557,12 +570,14 @@ impl SqlSession {
         Ok((cached, false))
     }
 
-    /// The optimized plan of a cached plan with `values` for its parameters.
+    /// The plan of a cached plan with `values` for its parameters: the generic plan
+    /// with them (its physical plan where it has one), else a plan optimized for them.
     fn bind(
         &self,
         cached: Arc<CachedPlan>,
         values: Vec<ScalarValue>,
-    ) -> Result<Arc<CachedPlan>, EngineError> {
+        state: &SessionState,
+    ) -> Result<Bound, EngineError> {
         if cached.params.len() != values.len() {
             return Err(EngineError::Query(DataFusionError::Plan(format!(
                 "the statement takes {} parameter(s) ($1...), {} value(s) were given",
@@ -571,7 +586,7 @@ impl SqlSession {
             ))));
         }
         if values.is_empty() {
-            return Ok(cached);
+            return Ok(Bound::plain(cached));
         }
         let values = values
             .into_iter()
@@ -580,35 +595,52 @@ impl SqlSession {
             .map(|(i, (value, ty))| bind_value(i + 1, value, ty.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(generic) = &cached.generic {
-            let text = format!("{}\nwith {values:?}", cached_text(&cached, generic));
-            let plan = generic.clone().with_param_values(values.clone())?;
-            if same_pushdown(generic, &plan) {
-                return Ok(Arc::new(CachedPlan {
-                    entries: cached.entries.clone(),
-                    text,
-                    plan,
-                    explain: cached.explain,
-                    params: Vec::new(),
-                    generic: None,
-                    bound_generic: true,
-                    generic_text: Mutex::new(None),
-                    physical: Mutex::new(None),
-                }));
+            let param_values = ParamValues::from(values.clone());
+            if values_keep_pushdown(&generic.plan, &param_values) {
+                let key_values = Some(format!("{values:?}"));
+                if !generic.physical_refused.load(Ordering::Relaxed) {
+                    match self.physical(generic, state) {
+                        Ok(physical) => {
+                            return Ok(Bound {
+                                plan: Arc::clone(generic),
+                                physical: Some(physical),
+                                params: Some(Arc::new(scan::BoundParams(param_values))),
+                                key_values,
+                            })
+                        }
+                        Err(_) => generic.physical_refused.store(true, Ordering::Relaxed),
+                    }
+                }
+                let plan = generic.plan.clone().with_param_values(param_values)?;
+                return Ok(Bound {
+                    plan: Arc::new(CachedPlan {
+                        entries: generic.entries.clone(),
+                        text: generic.text.clone(),
+                        plan,
+                        explain: generic.explain,
+                        params: Vec::new(),
+                        generic: None,
+                        physical_refused: false.into(),
+                        physical: Mutex::new(None),
+                    }),
+                    physical: None,
+                    params: None,
+                    key_values,
+                });
             }
         }
         let plan = cached.plan.clone().with_param_values(values)?;
-        let plan = self.ctx.state().optimize(&plan)?;
-        Ok(Arc::new(CachedPlan {
+        let plan = state.optimize(&plan)?;
+        Ok(Bound::plain(Arc::new(CachedPlan {
             entries: tables_of(&plan),
             text: format!("{}", plan.display_indent()),
             plan,
             explain: cached.explain,
             params: Vec::new(),
             generic: None,
-            bound_generic: false,
-            generic_text: Mutex::new(None),
+            physical_refused: false.into(),
             physical: Mutex::new(None),
-        }))
+        })))
     }
 
     /// Plans `sql` into the plan cache without running it: its parameters' types and
@@ -642,8 +674,8 @@ impl SqlSession {
                 .iter()
                 .map(|t| ScalarValue::try_from(t.as_ref().unwrap_or(&DataType::Utf8)))
                 .collect::<Result<Vec<_>, _>>()?;
-            let bound = self.bind(Arc::clone(&cached), nulls)?;
-            Arc::new(bound.plan.schema().as_arrow().clone())
+            let bound = self.bind(Arc::clone(&cached), nulls, &self.ctx.state())?;
+            Arc::new(bound.plan.plan.schema().as_arrow().clone())
         } else {
             Arc::new(cached.plan.schema().as_arrow().clone())
         };
@@ -657,8 +689,9 @@ impl SqlSession {
     /// plan when it has one: what a query costs before its first batch (benchmarks).
     pub fn physical_plan(&mut self, sql: &str) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
         let (cached, _) = self.plan(sql)?;
-        let cached = self.bind(cached, Vec::new())?;
-        self.physical(&cached, &self.ctx.state())
+        let state = self.ctx.state();
+        let bound = self.bind(cached, Vec::new(), &state)?;
+        self.physical(&bound.plan, &state)
     }
 
     fn physical(
@@ -716,15 +749,18 @@ impl SqlSession {
     ) -> Result<QueryOutcome, EngineError> {
         let start = Instant::now();
         let (cached, plan_hit) = self.plan(sql)?;
-        let cached = self.bind(cached, params)?;
-        let generic_plan = cached.bound_generic;
+        let state = self.ctx.state();
+        let bound = self.bind(cached, params, &state)?;
+        let cached = Arc::clone(&bound.plan);
+        let generic_plan = bound.key_values.is_some();
         let is_explain = cached.explain;
         let zone = self.time_zone();
         // The zone is part of the answer: a plan's text names no types, and the same
         // text truncates to other days in another zone.
         let key = (use_result_cache && !is_explain && !cached.entries.is_empty()).then(|| {
+            let values = bound.key_values.as_deref().unwrap_or_default();
             ResultKey::from_parts(
-                format!("time zone {zone}\n{}", cached.text),
+                format!("time zone {zone}\n{}\n{values}", cached.text),
                 data_version(&cached.entries),
             )
         });
@@ -740,10 +776,17 @@ impl SqlSession {
                 total_us: micros(start),
             });
         }
-        let state = self.ctx.state();
         let tables = &cached.entries;
-        let physical = self.physical(&cached, &state)?;
-        let task = Arc::new(datafusion::execution::TaskContext::from(&state));
+        let physical = match bound.physical {
+            Some(physical) => physical,
+            None => self.physical(&cached, &state)?,
+        };
+        let mut task = datafusion::execution::TaskContext::from(&state);
+        if let Some(params) = bound.params {
+            let config = task.session_config().clone().with_extension(params);
+            task = task.with_session_config(config);
+        }
+        let task = Arc::new(task);
         if let Some(reason) = interrupt.reason() {
             return Err(EngineError::Interrupted(reason));
         }
@@ -950,49 +993,71 @@ fn refuse_writes(plan: &LogicalPlan) -> Result<(), EngineError> {
     Err(read_only(&what))
 }
 
-/// The generic plan's text, made once per cached plan (the result cache's key of a
-/// binding is it and the values).
-fn cached_text(cached: &CachedPlan, generic: &LogicalPlan) -> Arc<str> {
-    let mut text = cached
-        .generic_text
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    Arc::clone(text.get_or_insert_with(|| format!("{}", generic.display_indent()).into()))
+/// Whether each scan of the generic plan `generic` hands every filter on a parameter
+/// to its table as exactly (or as partly, or not at all) with `values` filled in as it
+/// did with the placeholders when the plan was optimized: a filter left to the scan as
+/// exact must stay exact with its value (a NULL, a float the column cannot hold
+/// exactly, an integer out of its range do not), else the binding is optimized on its
+/// own.
+fn values_keep_pushdown(generic: &LogicalPlan, values: &ParamValues) -> bool {
+    use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+    let has_param = |e: &Expr| {
+        e.exists(|e| Ok(matches!(e, Expr::Placeholder(_))))
+            .unwrap_or(true)
+    };
+    let fill = |e: &Expr| -> datafusion::common::Result<Expr> {
+        e.clone()
+            .transform(|e| match e {
+                Expr::Placeholder(p) => {
+                    let (value, metadata) =
+                        values.get_placeholders_with_values(&p.id)?.into_inner();
+                    Ok(Transformed::yes(Expr::Literal(value, metadata)))
+                }
+                other => Ok(Transformed::no(other)),
+            })
+            .map(|t| t.data)
+    };
+    let mut same = true;
+    let _ = generic.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            for filter in scan.filters.iter().filter(|f| has_param(f)) {
+                let verdicts = fill(filter).and_then(|bound| {
+                    Ok((
+                        scan.source.supports_filters_pushdown(&[filter])?,
+                        scan.source.supports_filters_pushdown(&[&bound])?,
+                    ))
+                });
+                if !matches!(verdicts, Ok((a, b)) if a == b) {
+                    same = false;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    same
 }
 
-/// Whether each scan of `bound` (`generic` with its placeholders filled in) hands the
-/// same filters to its table as exactly, in part or not at all as `generic` did when it
-/// was optimized: a filter the optimizer left to the scan as exact must stay exact with
-/// its value (a NULL, a float the column cannot hold exactly, an integer out of its
-/// range do not), else the binding is optimized on its own.
-fn same_pushdown(generic: &LogicalPlan, bound: &LogicalPlan) -> bool {
-    use datafusion::common::tree_node::TreeNodeRecursion;
-    fn scans(plan: &LogicalPlan) -> Vec<(Arc<dyn datafusion::logical_expr::TableSource>, Vec<Expr>)> {
-        let mut out = Vec::new();
-        let _ = plan.apply_with_subqueries(|node| {
-            if let LogicalPlan::TableScan(scan) = node {
-                out.push((Arc::clone(&scan.source), scan.filters.clone()));
-            }
-            Ok(TreeNodeRecursion::Continue)
-        });
-        out
+/// A cached plan ready to run with its parameters' values.
+struct Bound {
+    plan: Arc<CachedPlan>,
+    /// Its physical plan, where binding made it.
+    physical: Option<Arc<dyn ExecutionPlan>>,
+    /// The values a generic physical plan's scans take when they run.
+    params: Option<Arc<scan::BoundParams>>,
+    /// The values as the result cache's key adds them to a generic plan's text.
+    key_values: Option<String>,
+}
+
+impl Bound {
+    fn plain(plan: Arc<CachedPlan>) -> Self {
+        Self {
+            plan,
+            physical: None,
+            params: None,
+            key_values: None,
+        }
     }
-    let (before, after) = (scans(generic), scans(bound));
-    before.len() == after.len()
-        && before.iter().zip(&after).all(|((source, was), (_, now))| {
-            if was.len() != now.len() {
-                return false;
-            }
-            let was: Vec<&Expr> = was.iter().collect();
-            let now: Vec<&Expr> = now.iter().collect();
-            match (
-                source.supports_filters_pushdown(&was),
-                source.supports_filters_pushdown(&now),
-            ) {
-                (Ok(a), Ok(b)) => a == b,
-                _ => false,
-            }
-        })
 }
 
 fn tables_of(plan: &LogicalPlan) -> Vec<Arc<daemon::TableEntry>> {

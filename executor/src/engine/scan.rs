@@ -83,6 +83,60 @@ pub(crate) struct DaemonScanExec {
     /// Ring readers of this scan still running (a reader records its summary as it
     /// ends, which may be after the plan above stopped reading).
     readers: Arc<(Mutex<usize>, Condvar)>,
+    /// Filters on a prepared statement's parameters (`k = $1`), pushed whole: the
+    /// predicate they add is made when the scan runs, from the values the query's task
+    /// context carries ([`BoundParams`]), so that one physical plan serves every
+    /// binding.
+    param_filters: Option<Arc<ParamFilters>>,
+}
+
+/// See [`DaemonScanExec::param_filters`].
+#[derive(Debug)]
+pub(crate) struct ParamFilters {
+    pub(crate) filters: Vec<datafusion::logical_expr::Expr>,
+    /// The table's schema, which the filters name columns of.
+    pub(crate) table_schema: SchemaRef,
+}
+
+/// The values of a prepared statement's parameters for one run of its plan, carried
+/// in the task context's configuration.
+#[derive(Debug)]
+pub(crate) struct BoundParams(pub(crate) datafusion::common::ParamValues);
+
+impl ParamFilters {
+    /// The predicate the filters make with `values` for their parameters; an error
+    /// where one is no longer pushed whole (the engine checks the values first, so that
+    /// is a bug, never a wrong answer).
+    fn predicate(&self, values: &datafusion::common::ParamValues) -> Result<Predicate> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        use datafusion::logical_expr::Expr;
+        let mut parts = Vec::new();
+        for filter in &self.filters {
+            let bound = filter
+                .clone()
+                .transform(|e| match e {
+                    Expr::Placeholder(p) => {
+                        let (value, metadata) =
+                            values.get_placeholders_with_values(&p.id)?.into_inner();
+                        Ok(Transformed::yes(Expr::Literal(value, metadata)))
+                    }
+                    other => Ok(Transformed::no(other)),
+                })?
+                .data;
+            match super::filter::push_filter(&bound, &self.table_schema) {
+                super::filter::Pushed::Exact(p) => parts.push(p),
+                _ => {
+                    return Err(DataFusionError::Internal(format!(
+                        "the filter {bound} is not pushed whole with its parameter values"
+                    )))
+                }
+            }
+        }
+        Ok(match parts.len() {
+            1 => parts.pop().expect("one"),
+            _ => Predicate::And(parts),
+        })
+    }
 }
 
 impl fmt::Debug for DaemonScanExec {
@@ -123,7 +177,40 @@ impl DaemonScanExec {
             readers: Arc::new((Mutex::new(0), Condvar::new())),
             prepass: None,
             join_probe: false,
+            param_filters: None,
         }
+    }
+
+    /// This scan adding `filters` (on parameters) to its predicate when it runs.
+    pub(crate) fn with_param_filters(mut self, filters: ParamFilters) -> Self {
+        self.param_filters = (!filters.filters.is_empty()).then(|| Arc::new(filters));
+        self
+    }
+
+    /// The request for a run in `context`: with the parameter filters' predicate.
+    fn request_in(&self, context: &TaskContext) -> Result<ScanRequest> {
+        let Some(filters) = &self.param_filters else {
+            return Ok(self.request.clone());
+        };
+        let values = context
+            .session_config()
+            .get_extension::<BoundParams>()
+            .ok_or_else(|| {
+                DataFusionError::Internal(
+                    "a scan filtered on parameters ran without their values".into(),
+                )
+            })?;
+        let added = filters.predicate(&values.0)?;
+        let mut request = self.request.clone();
+        request.predicate = Some(match request.predicate.take() {
+            None => added,
+            Some(Predicate::And(mut parts)) => {
+                parts.push(added);
+                Predicate::And(parts)
+            }
+            Some(p) => Predicate::And(vec![p, added]),
+        });
+        Ok(request)
     }
 
     /// This scan with batches handed up as views of the ring (`true`) or copied out.
@@ -150,6 +237,7 @@ impl DaemonScanExec {
             readers: Arc::new((Mutex::new(0), Condvar::new())),
             prepass: self.prepass.clone(),
             join_probe: self.join_probe,
+            param_filters: self.param_filters.clone(),
         }
     }
 
@@ -225,6 +313,10 @@ impl DaemonScanExec {
             if self.inexact_filters > 0 {
                 write!(f, " (inexact: filtered again above)")?;
             }
+        }
+        if let Some(p) = &self.param_filters {
+            let filters: Vec<String> = p.filters.iter().map(ToString::to_string).collect();
+            write!(f, ", pushed on parameters={}", filters.join(" AND "))?;
         }
         if let Some(limit) = self.request.limit {
             write!(f, ", pushed limit={limit}")?;
@@ -385,7 +477,7 @@ impl ExecutionPlan for DaemonScanExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         if partition != 0 {
             return Err(DataFusionError::Internal(format!(
@@ -393,7 +485,7 @@ impl ExecutionPlan for DaemonScanExec {
             )));
         }
         let daemon = Arc::clone(&self.daemon);
-        let request = self.request.clone();
+        let request = self.request_in(&context)?;
         let prepass = self.prepass.clone();
         // A scan that takes dynamic filters starts when the plan first asks for a batch:
         // a hash join asks its probe side only once its build side is in and its
@@ -407,7 +499,7 @@ impl ExecutionPlan for DaemonScanExec {
             true => None,
             false => Some(
                 self.daemon
-                    .scan(&self.request)
+                    .scan(&request)
                     .map_err(|e| DataFusionError::External(Box::new(e)))?,
             ),
         };

@@ -21,6 +21,7 @@ use arrow_schema::{Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{ColumnStatistics, Result, ScalarValue, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
@@ -29,7 +30,7 @@ use ringscan_ipc::msg::{Predicate, ScanRequest, TableStatistics};
 
 use super::daemon::{source_label, Daemon, TableEntry};
 use super::filter::{push_filter, Pushed};
-use super::scan::DaemonScanExec;
+use super::scan::{DaemonScanExec, ParamFilters};
 use super::ScanSettings;
 
 /// A table whose scans the daemon runs.
@@ -103,7 +104,21 @@ impl TableProvider for DaemonTable {
         let mut predicates = Vec::new();
         let mut exact_filters = Vec::new();
         let mut inexact = 0;
+        let mut param_filters = Vec::new();
         for f in filters {
+            // A prepared statement's generic plan: a filter on a parameter goes to the
+            // scan when it runs, with the value; only one pushed whole can wait so.
+            if f.exists(|e| Ok(matches!(e, Expr::Placeholder(_))))? {
+                match push_filter(f, table_schema) {
+                    Pushed::Exact(_) => param_filters.push(f.clone()),
+                    _ => {
+                        return datafusion::common::plan_err!(
+                            "the filter {f} on a parameter is not pushed whole to the scan"
+                        )
+                    }
+                }
+                continue;
+            }
             match push_filter(f, table_schema) {
                 Pushed::Exact(p) => {
                     predicates.push(p);
@@ -135,7 +150,7 @@ impl TableProvider for DaemonTable {
             Some(stats) => footer_statistics(stats, min_max, table_schema, &indices),
             None => Statistics::new_unknown(&schema),
         };
-        if request.predicate.is_some() {
+        if request.predicate.is_some() || !param_filters.is_empty() {
             statistics = statistics.to_inexact();
         }
         if let (Some(stats), false) = (&stats, exact_filters.is_empty()) {
@@ -149,14 +164,20 @@ impl TableProvider for DaemonTable {
         if let Some(limit) = limit {
             statistics = statistics.with_fetch(Some(limit), 0, 1)?;
         }
-        Ok(Arc::new(DaemonScanExec::new(
-            Arc::clone(&self.daemon),
-            request,
-            source_label(&self.entry.source),
-            schema,
-            statistics,
-            inexact,
-        )))
+        Ok(Arc::new(
+            DaemonScanExec::new(
+                Arc::clone(&self.daemon),
+                request,
+                source_label(&self.entry.source),
+                schema,
+                statistics,
+                inexact,
+            )
+            .with_param_filters(ParamFilters {
+                filters: param_filters,
+                table_schema: Arc::clone(table_schema),
+            }),
+        ))
     }
 }
 

@@ -116,7 +116,9 @@ fn statistics(
 
 fn describe(shared: &Shared, source: &ScanSource) -> Result<TableInfo, String> {
     let resolved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        shared.resolved.resolve(&shared.data_dir, source, &shared.cache)
+        shared
+            .resolved
+            .resolve(&shared.data_dir, source, &shared.cache)
     }))
     .map_err(|_| "internal error: describing the table panicked".to_owned())?
     .map_err(|e| chain(&e))?;

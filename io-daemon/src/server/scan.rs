@@ -156,7 +156,9 @@ struct Prepared {
 
 fn prepare(shared: &Shared, request: &ScanRequest) -> Result<Prepared, String> {
     let table = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        shared.resolved.resolve(&shared.data_dir, &request.source, &shared.cache)
+        shared
+            .resolved
+            .resolve(&shared.data_dir, &request.source, &shared.cache)
     }))
     .map_err(|_| "internal error: resolving the table panicked".to_owned())?
     .map_err(|e| chain(&e))?;

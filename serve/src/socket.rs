@@ -1,0 +1,392 @@
+//! A connection's byte stream and message loop.
+//!
+//! pgwire sends every backend message with a flush, so a prepared statement's answer
+//! (BindComplete, RowDescription, DataRow, CommandComplete, ReadyForQuery) went out as
+//! five `send(2)`s, each waking the client, where PostgreSQL sends one. [`Coalescing`]
+//! keeps the messages after which the server certainly goes on talking (or the client
+//! has more to say first) in a buffer, and writes them out with the next message that
+//! ends a turn (ReadyForQuery, an error, an authentication request...), when the
+//! buffer grows past [`FLUSH_BYTES`], or before the loop waits for the client's next
+//! bytes (a client that sent Execute and Flush, say, and waits for CommandComplete).
+//!
+//! [`process`] is pgwire's connection loop over that stream: SSL and GSS encryption
+//! requests refused with `N`, then each message handed to pgwire's `process_message`.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use pgwire::api::{
+    ClientInfo, DefaultClient, ErrorHandler, PgWireConnectionState, PgWireServerHandlers,
+};
+use pgwire::messages::response::{GssEncResponse, SslResponse};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage, SslNegotiationMetaMessage};
+use pgwire::tokio::server::{process_error, process_message, PgWireMessageServerCodec};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+
+/// Buffered bytes past which a deferred flush happens anyway (a large result streams).
+const FLUSH_BYTES: usize = 64 << 10;
+
+/// Buffered bytes past which a write waits for the socket to take some.
+const MAX_BUFFERED: usize = 256 << 10;
+
+/// How long a client has to finish its startup (as pgwire gives it).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Backend messages after which the server sends more without waiting for the client,
+/// or the client sends more before it waits for an answer: ParseComplete,
+/// BindComplete, CloseComplete, NoData, ParameterDescription, RowDescription, DataRow,
+/// CommandComplete, PortalSuspended, CopyOutResponse, CopyData and CopyDone.
+fn deferrable(message_type: u8) -> bool {
+    matches!(
+        message_type,
+        b'1' | b'2' | b'3' | b'n' | b't' | b'T' | b'D' | b'C' | b's' | b'H' | b'd' | b'c'
+    )
+}
+
+/// See the module documentation.
+pub(crate) struct Coalescing {
+    io: TcpStream,
+    /// Bytes not yet written: `out[sent..]`.
+    out: Vec<u8>,
+    sent: usize,
+    /// Where the next message's header starts in `out` (past its end while a message
+    /// is only partly there).
+    next_message: usize,
+    /// The type of the last message that started in `out`.
+    last_type: u8,
+}
+
+impl Coalescing {
+    pub(crate) fn new(io: TcpStream) -> Self {
+        Self {
+            io,
+            out: Vec::new(),
+            sent: 0,
+            next_message: 0,
+            last_type: 0,
+        }
+    }
+
+    fn pending(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Writes out the buffer; `Pending` until the socket took all of it.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.out.len() {
+            match Pin::new(&mut self.io).poll_write(cx, &self.out[self.sent..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.sent += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        // All out: start the buffer over, keeping the place of a message still coming.
+        self.next_message -= self.out.len().min(self.next_message);
+        self.out.clear();
+        self.sent = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Notes the messages that `out` now holds the start of.
+    fn scan_messages(&mut self) {
+        while self.next_message + 5 <= self.out.len() {
+            let at = self.next_message;
+            self.last_type = self.out[at];
+            let len = u32::from_be_bytes([
+                self.out[at + 1],
+                self.out[at + 2],
+                self.out[at + 3],
+                self.out[at + 4],
+            ]);
+            self.next_message = at + 1 + len as usize;
+        }
+    }
+}
+
+impl AsyncRead for Coalescing {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        // About to wait for the client: everything it is owed goes out first.
+        if this.pending() > 0 {
+            match this.poll_drain(cx) {
+                Poll::Ready(Ok(())) => {}
+                other => return other,
+            }
+        }
+        Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Coalescing {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.pending() >= MAX_BUFFERED {
+            match this.poll_drain(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending if this.pending() >= MAX_BUFFERED => return Poll::Pending,
+                Poll::Pending => {}
+            }
+        }
+        this.out.extend_from_slice(buf);
+        this.scan_messages();
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let whole = this.next_message >= this.out.len();
+        if whole && deferrable(this.last_type) && this.pending() < FLUSH_BYTES {
+            return Poll::Ready(Ok(()));
+        }
+        match this.poll_drain(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.io).poll_flush(cx),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_drain(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.io).poll_shutdown(cx),
+            other => other,
+        }
+    }
+}
+
+impl Drop for Coalescing {
+    fn drop(&mut self) {
+        // The loop ended with something still owed (it never is: every turn ends with
+        // a message that flushes); what the socket takes at once goes.
+        if self.pending() > 0 {
+            let _ = self.io.try_write(&self.out[self.sent..]);
+        }
+    }
+}
+
+use crate::handlers::{Handlers, Statement};
+
+type Socket = Framed<Coalescing, PgWireMessageServerCodec<Statement>>;
+
+/// Serves one client connection with `handlers`, as pgwire's `process_socket` does
+/// without TLS, over a [`Coalescing`] stream.
+pub(crate) async fn process(
+    socket: TcpStream,
+    peer: SocketAddr,
+    handlers: Handlers,
+) -> io::Result<()> {
+    let startup = tokio::time::sleep(STARTUP_TIMEOUT);
+    tokio::pin!(startup);
+    let codec = PgWireMessageServerCodec::new(DefaultClient::new(peer, false));
+    let mut framed = Framed::new(Coalescing::new(socket), codec);
+    let negotiated = tokio::select! {
+        _ = &mut startup => return Ok(()),
+        negotiated = refuse_encryption(&mut framed) => negotiated?,
+    };
+    if !negotiated {
+        return Ok(());
+    }
+    framed.set_state(PgWireConnectionState::AwaitingStartup);
+    serve_messages(&mut framed, &mut startup, handlers).await
+}
+
+/// Answers SSL and GSS encryption requests with `N` until the startup message comes;
+/// false for a client that opened with a TLS handshake (direct SSL), which is closed.
+async fn refuse_encryption(framed: &mut Socket) -> io::Result<bool> {
+    let mut first = [0u8; 1];
+    if framed.get_ref().io.peek(&mut first).await? > 0 && first[0] == 0x16 {
+        return Ok(false);
+    }
+    let mut ssl_done = false;
+    let mut gss_done = false;
+    while !(ssl_done && gss_done) {
+        match framed.next().await {
+            Some(Ok(PgWireFrontendMessage::SslNegotiation(
+                SslNegotiationMetaMessage::PostgresSsl(_),
+            ))) => {
+                framed
+                    .send(PgWireBackendMessage::SslResponse(SslResponse::Refuse))
+                    .await?;
+                ssl_done = true;
+            }
+            Some(Ok(PgWireFrontendMessage::SslNegotiation(
+                SslNegotiationMetaMessage::PostgresGss(_),
+            ))) => {
+                framed
+                    .send(PgWireBackendMessage::GssEncResponse(GssEncResponse::Refuse))
+                    .await?;
+                gss_done = true;
+            }
+            // The startup message (left for the loop) or a broken connection.
+            _ => break,
+        }
+    }
+    Ok(true)
+}
+
+/// pgwire's message loop (its `process_socket_messages`): each message to
+/// `process_message`, an error answered (and the connection closed after a FATAL one),
+/// Terminate or a cancel request's connection ending it.
+async fn serve_messages(
+    framed: &mut Socket,
+    startup: &mut Pin<&mut tokio::time::Sleep>,
+    handlers: Handlers,
+) -> io::Result<()> {
+    let startup_handler = handlers.startup_handler();
+    let simple = handlers.simple_query_handler();
+    let extended = handlers.extended();
+    let copy = handlers.copy_handler();
+    let cancel = handlers.cancel_handler();
+    let errors = handlers.error_handler();
+    loop {
+        let starting = matches!(
+            framed.state(),
+            PgWireConnectionState::AwaitingStartup
+                | PgWireConnectionState::AuthenticationInProgress
+        );
+        let message = if starting {
+            tokio::select! {
+                _ = &mut *startup => None,
+                message = framed.next() => message,
+            }
+        } else {
+            framed.next().await
+        };
+        let Some(Ok(message)) = message else {
+            return Ok(());
+        };
+        if matches!(message, PgWireFrontendMessage::Terminate(_)) {
+            return Ok(());
+        }
+        let extended_query = match framed.state() {
+            PgWireConnectionState::CopyInProgress(extended) => extended,
+            _ => message.is_extended_query(),
+        };
+        let cancel_request = matches!(message, PgWireFrontendMessage::CancelRequest(_));
+        let processed = process_message(
+            message,
+            framed,
+            startup_handler.clone(),
+            simple.clone(),
+            extended.clone(),
+            copy.clone(),
+            cancel.clone(),
+        )
+        .await;
+        if let Err(mut e) = processed {
+            errors.on_error(framed, &mut e);
+            let fatal = e.is_fatal();
+            process_error(framed, e, extended_query).await?;
+            if fatal {
+                return Ok(());
+            }
+        }
+        if cancel_request {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![kind];
+        m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    /// What the peer has received so far, waiting at most `wait` for the first byte.
+    fn received(peer: &mut std::net::TcpStream, wait: Duration) -> Vec<u8> {
+        peer.set_read_timeout(Some(wait)).expect("timeout");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match peer.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    got.extend_from_slice(&buf[..n]);
+                    peer.set_read_timeout(Some(Duration::from_millis(50)))
+                        .expect("timeout");
+                }
+                Err(_) => break,
+            }
+        }
+        got
+    }
+
+    /// A turn's messages reach the client in one piece at ReadyForQuery; what is
+    /// deferred goes out before the server waits to read, and a large result streams.
+    #[test]
+    fn messages_wait_for_the_end_of_the_turn_or_a_read() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut peer =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        server.set_nonblocking(true).expect("nonblocking");
+        runtime.block_on(async {
+            let mut s = Coalescing::new(TcpStream::from_std(server).expect("tokio stream"));
+            let bind = message(b'2', b"");
+            let row = message(b'D', &[0, 1, 0, 0, 0, 1, b'7']);
+            let done = message(b'C', b"SELECT 1\0");
+            let ready = message(b'Z', b"I");
+            for m in [&bind, &row, &done] {
+                s.write_all(m).await.expect("write");
+                s.flush().await.expect("flush");
+            }
+            assert!(
+                received(&mut peer, Duration::from_millis(100)).is_empty(),
+                "nothing before the turn ends"
+            );
+            s.write_all(&ready).await.expect("write");
+            s.flush().await.expect("flush");
+            let all: Vec<u8> = [bind.as_slice(), &row, &done, &ready].concat();
+            assert_eq!(received(&mut peer, Duration::from_secs(5)), all);
+
+            // Deferred, then the server reads: the client gets it first.
+            s.write_all(&bind).await.expect("write");
+            s.flush().await.expect("flush");
+            std::io::Write::write_all(&mut peer, b"x").expect("client writes");
+            let mut one = [0u8; 1];
+            s.read_exact(&mut one).await.expect("read");
+            assert_eq!(received(&mut peer, Duration::from_secs(5)), bind);
+
+            // A result larger than the flush threshold leaves before its end.
+            let big = message(b'D', &vec![b'a'; FLUSH_BYTES]);
+            s.write_all(&big).await.expect("write");
+            s.flush().await.expect("flush");
+            assert_eq!(received(&mut peer, Duration::from_secs(5)).len(), big.len());
+
+            // An error is never held back.
+            let error = message(b'E', b"SERROR\0\0");
+            s.write_all(&error).await.expect("write");
+            s.flush().await.expect("flush");
+            assert_eq!(received(&mut peer, Duration::from_secs(5)), error);
+        });
+    }
+}
