@@ -337,6 +337,34 @@ fn parameters_bind_into_one_cached_plan_and_prune_like_literals() {
             "lo={lo}: row groups below lo"
         );
     }
+    // The result cache keeps a binding at its second run: the third is a hit.
+    let again = |session: &mut ringscan_executor::engine::SqlSession| {
+        session
+            .query_with(
+                sql,
+                vec![Param::Int64(Some(77)), Param::Int64(Some(7))],
+                true,
+            )
+            .expect("cached binding")
+    };
+    let runs: Vec<bool> = (0..3).map(|_| again(&mut session).result_hit).collect();
+    assert_eq!(
+        runs,
+        [false, false, true],
+        "hits over three runs of one binding"
+    );
+    assert_eq!(
+        first_row(&again(&mut session)),
+        first_row(
+            &session
+                .query(
+                    "SELECT count(*) AS n, sum(k) AS s FROM t WHERE k >= 77 AND g = 7",
+                    false,
+                )
+                .expect("literal")
+        )
+    );
+
     // A NULL matches nothing.
     let null = session
         .query_with(sql, vec![Param::Int64(None), Param::Int64(Some(1))], false)

@@ -48,13 +48,19 @@ impl ResultKey {
 #[derive(Debug)]
 pub struct ResultCache {
     lru: ByteLru<ResultKey, Arc<QueryResult>>,
+    /// Hashes of keys offered once ([`Self::seen_before`]), at most [`SEEN_MAX`].
+    seen: std::collections::HashSet<u64>,
 }
+
+/// Keys remembered by the doorkeeper before it starts over.
+const SEEN_MAX: usize = 8192;
 
 impl ResultCache {
     /// A cache holding at most `capacity_bytes` of results.
     pub fn new(capacity_bytes: usize) -> Self {
         Self {
             lru: ByteLru::new(capacity_bytes),
+            seen: std::collections::HashSet::new(),
         }
     }
 
@@ -69,6 +75,24 @@ impl ResultCache {
         self.lru.insert(key, result, size);
     }
 
+    /// Whether `key` was offered before (and notes it): a doorkeeper for results that
+    /// are worth keeping only when asked for twice. A prepared statement run with ever
+    /// new values (point lookups) would otherwise copy every answer out of its ring to
+    /// keep it; with it, a repeated binding is kept at its second run.
+    pub fn seen_before(&mut self, key: &ResultKey) -> bool {
+        use std::hash::{BuildHasher, RandomState};
+        static HASHER: std::sync::OnceLock<RandomState> = std::sync::OnceLock::new();
+        let hash = HASHER.get_or_init(RandomState::new).hash_one(key);
+        if self.seen.contains(&hash) {
+            return true;
+        }
+        if self.seen.len() >= SEEN_MAX {
+            self.seen.clear();
+        }
+        self.seen.insert(hash);
+        false
+    }
+
     /// Hit, miss and occupancy counters.
     pub fn stats(&self) -> CacheStats {
         self.lru.stats()
@@ -77,6 +101,7 @@ impl ResultCache {
     /// Drops every result.
     pub fn clear(&mut self) {
         self.lru.clear();
+        self.seen.clear();
     }
 }
 
@@ -107,6 +132,25 @@ mod tests {
 
     fn key(plan: &str, version: DataVersion) -> ResultKey {
         ResultKey::from_parts(plan.to_owned(), version)
+    }
+
+    #[test]
+    fn the_doorkeeper_admits_a_key_at_its_second_offer() {
+        let mut cache = ResultCache::new(1 << 20);
+        let a = key("plan a", vec![]);
+        let b = key("plan b", vec![]);
+        assert!(!cache.seen_before(&a));
+        assert!(!cache.seen_before(&b));
+        assert!(cache.seen_before(&a));
+        assert!(cache.seen_before(&b));
+        // It forgets everything once full, then learns again.
+        for i in 0..SEEN_MAX {
+            cache.seen_before(&key(&format!("other {i}"), vec![]));
+        }
+        assert!(!cache.seen_before(&a));
+        assert!(cache.seen_before(&a));
+        cache.clear();
+        assert!(!cache.seen_before(&a));
     }
 
     #[test]

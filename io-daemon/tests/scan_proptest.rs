@@ -330,10 +330,12 @@ fn check_twice(
     prop_assert_eq!(again.page_index_bytes_read, 0);
     prop_assert_eq!(again.column_indexes_loaded, 0);
     prop_assert_eq!(again.offset_indexes_loaded, 0);
+    // Nor a bloom filter.
+    prop_assert_eq!(again.bloom_filter_bytes_read, 0);
     if limit.is_none() {
         // A limit stops the scan at a point that depends on the threads' timing.
         prop_assert_eq!(
-            again.bytes_read + first.page_index_bytes_read,
+            again.bytes_read + first.page_index_bytes_read + first.bloom_filter_bytes_read,
             first.bytes_read
         );
     }

@@ -17,7 +17,7 @@ const STALL_GRACE: Duration = Duration::from_millis(10);
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
-use crate::codec::{decode_schema, BatchDecoder, DecodeError};
+use crate::codec::{decode_schema_cached, BatchDecoder, DecodeError};
 use crate::error::{Peer, RingError};
 use crate::layout::{
     state, RecordHeader, RecordKind, HEADER_BYTES, MAX_CAPACITY_BYTES, MIN_CAPACITY_BYTES,
@@ -303,7 +303,7 @@ impl Consumer {
                     let payload = self.copy_payload(offset, header.payload_bytes)?;
                     self.consume(header);
                     let schema =
-                        Arc::new(decode_schema(&payload).map_err(|e| self.decode_error(e))?);
+                        decode_schema_cached(&payload).map_err(|e| self.decode_error(e))?;
                     self.schema = schema.clone();
                     self.decoder = BatchDecoder::new(schema);
                     return Ok(());

@@ -272,6 +272,10 @@ pub struct ScanSummary {
     /// Of `bytes_read`, page index bytes (column and offset indexes).
     #[serde(default)]
     pub page_index_bytes_read: u64,
+    /// Of `bytes_read`, bloom filter bytes (a filter kept from an earlier scan is not
+    /// read again).
+    #[serde(default)]
+    pub bloom_filter_bytes_read: u64,
     /// Column indexes (one per row group and predicate column) read and decoded.
     #[serde(default)]
     pub column_indexes_loaded: u64,
@@ -317,6 +321,7 @@ impl Default for ScanSummary {
             rows_skipped_by_offset: 0,
             bytes_read: 0,
             page_index_bytes_read: 0,
+            bloom_filter_bytes_read: 0,
             column_indexes_loaded: 0,
             offset_indexes_loaded: 0,
             page_index_cache_hits: 0,
@@ -357,6 +362,7 @@ impl ScanSummary {
         self.rows_skipped_by_offset += earlier.rows_skipped_by_offset;
         self.bytes_read += earlier.bytes_read;
         self.page_index_bytes_read += earlier.page_index_bytes_read;
+        self.bloom_filter_bytes_read += earlier.bloom_filter_bytes_read;
         self.column_indexes_loaded += earlier.column_indexes_loaded;
         self.offset_indexes_loaded += earlier.offset_indexes_loaded;
         self.page_index_cache_hits += earlier.page_index_cache_hits;

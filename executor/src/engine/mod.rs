@@ -836,6 +836,9 @@ impl SqlSession {
             batches,
             rows,
         });
+        // A binding of a prepared statement is kept at its second run (the values of
+        // point lookups rarely repeat; copying each answer out would cost them a tenth).
+        let key = key.filter(|k| !generic_plan || self.results.seen_before(k));
         if let Some(key) = key {
             // A cached result must not keep a scan's ring (its whole mapping) alive.
             result = Arc::new(result.owned().map_err(DataFusionError::from)?);

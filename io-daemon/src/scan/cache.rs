@@ -57,7 +57,20 @@ struct Entry {
     /// Bloom filters read by scans, by (row group, leaf column); `None`: the chunk has
     /// none. A point lookup reads the same ones every time.
     blooms: HashMap<(usize, usize), Option<Arc<Sbbf>>>,
+    /// The footer with the offset indexes of a set of chunks, as the reader takes it,
+    /// by that set (most recent last, at most [`DENSE_KEPT`]): a point lookup reads the
+    /// same few chunks of a row group every time.
+    dense: Vec<(Vec<(usize, usize)>, DenseMetadata)>,
 }
+
+/// Footers with offset indexes kept per file.
+const DENSE_KEPT: usize = 8;
+
+/// A footer with some offset indexes, and its Arrow reader metadata.
+pub(crate) type DenseMetadata = (
+    Arc<ParquetMetaData>,
+    parquet::arrow::arrow_reader::ArrowReaderMetadata,
+);
 
 #[derive(Debug)]
 struct Inner {
@@ -310,6 +323,53 @@ impl MetadataCache {
         Ok(filter)
     }
 
+    /// The footer `meta` of `path` with the offset indexes of chunks `keys`: kept from
+    /// an earlier scan, else from `build`, then kept with the footer while the budget
+    /// allows.
+    pub(crate) fn dense_metadata(
+        &self,
+        path: &Path,
+        meta: &Arc<ParquetMetaData>,
+        keys: Vec<(usize, usize)>,
+        build: impl FnOnce() -> Result<DenseMetadata, ScanError>,
+    ) -> Result<DenseMetadata, ScanError> {
+        {
+            let mut inner = self.lock();
+            let key = path.to_path_buf();
+            if inner.entry_of(path, meta).is_some() {
+                if let Some(entry) = inner.files.peek_mut(&key) {
+                    if let Some(at) = entry.dense.iter().position(|(k, _)| *k == keys) {
+                        let kept = entry.dense.remove(at);
+                        let found = kept.1.clone();
+                        entry.dense.push(kept);
+                        return Ok(found);
+                    }
+                }
+            }
+        }
+        let built = build()?;
+        let mut inner = self.lock();
+        if inner.entry_of(path, meta).is_none() {
+            return Ok(built);
+        }
+        let key = path.to_path_buf();
+        let full = inner
+            .files
+            .peek(&key)
+            .is_some_and(|e| e.dense.len() >= DENSE_KEPT);
+        // Replacing the oldest leaves the count as it was (its bytes stay counted: the
+        // new one is about as large).
+        if full || inner.files.grow(&key, built.0.memory_size()) {
+            if let Some(entry) = inner.files.peek_mut(&key) {
+                if full {
+                    entry.dense.remove(0);
+                }
+                entry.dense.push((keys, built.clone()));
+            }
+        }
+        Ok(built)
+    }
+
     fn insert(&self, path: &Path, version: FileVersion, meta: &Arc<ParquetMetaData>) {
         let bytes = meta.memory_size();
         let entry = Entry {
@@ -318,6 +378,7 @@ impl MetadataCache {
             indexes: HashMap::new(),
             derived: None,
             blooms: HashMap::new(),
+            dense: Vec::new(),
         };
         // Replaces an older version; a footer larger than the budget is not kept.
         self.lock().files.insert(path.to_path_buf(), entry, bytes);

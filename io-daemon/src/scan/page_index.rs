@@ -112,6 +112,17 @@ impl SparsePageIndex {
     /// file, an empty one where none was loaded (chunks the scan does not read; see
     /// [`PageIndexes for ParquetMetaData`](PageIndexes)). `None` when nothing was
     /// loaded, or when a chunk asked for has none (the reader then reads whole chunks).
+    /// The chunks whose offset indexes [`Self::dense_offset_index`] would hold, sorted:
+    /// what tells one such metadata from another. `None` where it gives none.
+    pub(crate) fn offset_keys(&self) -> Option<Vec<(usize, usize)>> {
+        if self.offset.is_empty() || self.offset_absent {
+            return None;
+        }
+        let mut keys: Vec<(usize, usize)> = self.offset.keys().copied().collect();
+        keys.sort_unstable();
+        Some(keys)
+    }
+
     pub(crate) fn dense_offset_index(&self, meta: &ParquetMetaData) -> Option<ParquetOffsetIndex> {
         if self.offset.is_empty() || self.offset_absent {
             return None;

@@ -178,20 +178,21 @@ fn plan_inner(
     // The reader skips pages by the offset indexes in the metadata it is given: the
     // footer with exactly the loaded page indexes (a cheap copy; indexes are shared).
     let cached_footer = Arc::clone(&footer);
-    let (meta, arrow_meta) = match access.page_index.dense_offset_index(&footer) {
+    let (meta, arrow_meta) = match access.page_index.offset_keys() {
         None => (footer, arrow_meta),
-        Some(offset_index) => {
+        Some(keys) => cache.dense_metadata(path, &footer, keys, || {
+            let offset_index = access.page_index.dense_offset_index(&footer);
             let meta = Arc::new(
                 ParquetMetaDataBuilder::new_from_metadata((*footer).clone())
-                    .set_offset_index(Some(offset_index))
+                    .set_offset_index(offset_index)
                     .build(),
             );
             let arrow_meta = guard_panic(path, || {
                 ArrowReaderMetadata::try_new(Arc::clone(&meta), ArrowReaderOptions::new())
                     .map_err(corrupt)
             })?;
-            (meta, arrow_meta)
-        }
+            Ok((meta, arrow_meta))
+        })?,
     };
     let arrow_meta = if spec.distinct {
         guard_panic(path, || {
@@ -331,7 +332,9 @@ fn access_plan(
         });
     }
     let by_bloom = by_bloom?;
-    summary.bytes_read += stats.bytes.load(std::sync::atomic::Ordering::Relaxed);
+    let bloom_bytes = stats.bytes.load(std::sync::atomic::Ordering::Relaxed);
+    summary.bytes_read += bloom_bytes;
+    summary.bloom_filter_bytes_read += bloom_bytes;
     summary.timings.io_us += stats.micros.load(std::sync::atomic::Ordering::Relaxed);
     summary.row_groups_pruned_by_bloom += (by_stats.kept.len() - by_bloom.kept.len()) as u64;
     let pred_leaves = leaves(meta, &columns.pred_roots);
