@@ -316,20 +316,24 @@ impl Wire {
         wire
     }
 
+    /// The next message: its type and body, or `None` at EOF.
+    fn message(&mut self) -> Option<(u8, Vec<u8>)> {
+        use std::io::Read;
+        let mut head = [0u8; 5];
+        self.0.read_exact(&mut head).ok()?;
+        let len = u32::from_be_bytes(head[1..5].try_into().expect("4")) as usize;
+        let mut body = vec![0u8; len.saturating_sub(4)];
+        self.0.read_exact(&mut body).ok()?;
+        Some((head[0], body))
+    }
+
     /// Reads messages up to ReadyForQuery; their type bytes, or `None` at EOF.
     fn until_ready(&mut self) -> Option<Vec<u8>> {
-        use std::io::Read;
         let mut types = Vec::new();
         loop {
-            let mut head = [0u8; 5];
-            if self.0.read_exact(&mut head).is_err() {
-                return None;
-            }
-            let len = u32::from_be_bytes(head[1..5].try_into().expect("4")) as usize;
-            let mut body = vec![0u8; len.saturating_sub(4)];
-            self.0.read_exact(&mut body).ok()?;
-            types.push(head[0]);
-            if head[0] == b'Z' {
+            let (kind, _) = self.message()?;
+            types.push(kind);
+            if kind == b'Z' {
                 return Some(types);
             }
         }
@@ -360,6 +364,14 @@ fn an_idle_connection_is_closed_after_the_idle_timeout_and_an_active_one_is_not(
         assert!(types.contains(&b'D'), "{types:?}");
         std::thread::sleep(Duration::from_millis(300));
     }
+    // As PostgreSQL's idle_session_timeout: FATAL 57P05, then the connection closes.
+    let (kind, body) = idle.message().expect("a message before the close");
+    assert_eq!(kind, b'E', "{}", String::from_utf8_lossy(&body));
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("SFATAL") && text.contains("C57P05") && text.contains("idle-session"),
+        "{text}"
+    );
     assert_eq!(
         idle.query("SELECT 1"),
         None,

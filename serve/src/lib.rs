@@ -270,22 +270,23 @@ async fn serve(
                     log(&format!("connection {id} from {peer}"));
                     // A message pgwire's decoder cannot take makes it panic: that
                     // closes this connection, with one line saying why.
-                    let serving = std::panic::AssertUnwindSafe(
-                        socket::process(socket, peer, handlers),
-                    )
+                    let serving = std::panic::AssertUnwindSafe(socket::process(
+                        socket,
+                        peer,
+                        handlers,
+                        connection.idle_for(idle_timeout),
+                    ))
                     .catch_unwind();
-                    let how = tokio::select! {
-                        ended = serving => match ended {
-                            Ok(Ok(())) => String::new(),
-                            Ok(Err(e)) => format!(" ({e})"),
-                            Err(_) => format!(
-                                " (a malformed protocol message: {})",
-                                last_panic().unwrap_or_default()
-                            ),
-                        },
-                        idle = connection.idle_for(idle_timeout) => {
+                    let how = match serving.await {
+                        Ok(Ok(None)) => String::new(),
+                        Ok(Ok(Some(idle))) => {
                             format!(" (idle for {:.1} s: --idle-timeout)", idle.as_secs_f64())
                         }
+                        Ok(Err(e)) => format!(" ({e})"),
+                        Err(_) => format!(
+                            " (a malformed protocol message: {})",
+                            last_panic().unwrap_or_default()
+                        ),
                     };
                     log(&format!(
                         "connection {id} closed after {:.1} s{how}",

@@ -185,24 +185,30 @@ type Socket = Framed<Coalescing, PgWireMessageServerCodec<Statement>>;
 
 /// Serves one client connection with `handlers`, as pgwire's `process_socket` does
 /// without TLS, over a [`Coalescing`] stream.
+///
+/// `idle` resolves (with the idle time) once the session has waited idle for too long
+/// (`--idle-timeout`): the client then gets PostgreSQL's FATAL 57P05 and the connection
+/// closes, and `process` returns that time.
 pub(crate) async fn process(
     socket: TcpStream,
     peer: SocketAddr,
     handlers: Handlers,
-) -> io::Result<()> {
+    idle: impl std::future::Future<Output = Duration>,
+) -> io::Result<Option<Duration>> {
     let startup = tokio::time::sleep(STARTUP_TIMEOUT);
     tokio::pin!(startup);
     let codec = PgWireMessageServerCodec::new(DefaultClient::new(peer, false));
     let mut framed = Framed::new(Coalescing::new(socket), codec);
     let negotiated = tokio::select! {
-        _ = &mut startup => return Ok(()),
+        _ = &mut startup => return Ok(None),
         negotiated = refuse_encryption(&mut framed) => negotiated?,
     };
     if !negotiated {
-        return Ok(());
+        return Ok(None);
     }
     framed.set_state(PgWireConnectionState::AwaitingStartup);
-    serve_messages(&mut framed, &mut startup, handlers).await
+    tokio::pin!(idle);
+    serve_messages(&mut framed, &mut startup, handlers, &mut idle).await
 }
 
 /// Answers SSL and GSS encryption requests with `N` until the startup message comes;
@@ -246,7 +252,8 @@ async fn serve_messages(
     framed: &mut Socket,
     startup: &mut Pin<&mut tokio::time::Sleep>,
     handlers: Handlers,
-) -> io::Result<()> {
+    idle: &mut Pin<&mut impl std::future::Future<Output = Duration>>,
+) -> io::Result<Option<Duration>> {
     let startup_handler = handlers.startup_handler();
     let simple = handlers.simple_query_handler();
     let extended = handlers.extended();
@@ -265,13 +272,27 @@ async fn serve_messages(
                 message = framed.next() => message,
             }
         } else {
-            framed.next().await
+            tokio::select! {
+                message = framed.next() => message,
+                idle = idle.as_mut() => {
+                    let fatal = pgwire::error::ErrorInfo::new(
+                        "FATAL".into(),
+                        "57P05".into(),
+                        "terminating connection due to idle-session timeout".into(),
+                    );
+                    // The client may be gone already: closing is what matters.
+                    let _ = framed
+                        .send(PgWireBackendMessage::ErrorResponse(fatal.into()))
+                        .await;
+                    return Ok(Some(idle));
+                }
+            }
         };
         let Some(Ok(message)) = message else {
-            return Ok(());
+            return Ok(None);
         };
         if matches!(message, PgWireFrontendMessage::Terminate(_)) {
-            return Ok(());
+            return Ok(None);
         }
         let extended_query = match framed.state() {
             PgWireConnectionState::CopyInProgress(extended) => extended,
@@ -293,11 +314,11 @@ async fn serve_messages(
             let fatal = e.is_fatal();
             process_error(framed, e, extended_query).await?;
             if fatal {
-                return Ok(());
+                return Ok(None);
             }
         }
         if cancel_request {
-            return Ok(());
+            return Ok(None);
         }
     }
 }
