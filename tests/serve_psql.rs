@@ -453,6 +453,45 @@ fn with_a_password_clients_prove_it_with_scram_and_a_wrong_one_is_28p01() {
     assert_eq!(scram_login(host.port, "wrong"), Err("28P01".into()));
 }
 
+/// A password is prepared with SASLprep on both sides, as PostgreSQL and libpq do:
+/// `Ⅸ` (a Roman numeral) and `IX`, a no-break space and a space, are the same password;
+/// another is refused.
+#[test]
+fn passwords_are_compared_after_saslprep() {
+    if !have_psql() {
+        return;
+    }
+    let (dir, data) = ohlcv(100);
+    let _daemon = DaemonGuard(&data);
+    let file = dir.path().join("password");
+    std::fs::write(&file, "\u{2168}\u{00a0}horse\n").expect("password file");
+    let log = dir.path().join("serve.log");
+    let host = Host::start(
+        &data,
+        &log,
+        &["--password-file", file.to_str().expect("utf8")],
+    );
+    let psql = |password: &str| {
+        Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
+            .args(["-U", "alice", "-d", "ringscan", "-X", "-At", "-w"])
+            .args(["-c", "SELECT count(*) FROM ohlcv"])
+            .env("PGPASSWORD", password)
+            .env("PGCONNECT_TIMEOUT", "10")
+            .stdin(Stdio::null())
+            .output()
+            .expect("psql")
+    };
+    for same in ["\u{2168}\u{00a0}horse", "IX horse", "\u{2168} horse"] {
+        let out = psql(same);
+        assert!(out.status.success(), "{same:?}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "100\n");
+        assert_eq!(scram_login(host.port, same), Ok(()), "{same:?}");
+    }
+    assert!(!psql("IX  horse").status.success());
+    assert_eq!(scram_login(host.port, "XI horse"), Err("28P01".into()));
+}
+
 /// Logs in with SCRAM-SHA-256 over a raw connection: `Err(SQLSTATE)` when refused.
 fn scram_login(port: u16, password: &str) -> Result<(), String> {
     use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};

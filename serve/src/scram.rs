@@ -46,8 +46,14 @@ fn salted_password(password: &[u8], salt: &[u8], iterations: u32) -> [u8; 32] {
 }
 
 impl Verifier {
+    /// The verifier of `password` as SCRAM clients hash it: prepared with SASLprep
+    /// (RFC 4013: NFKC, non-ASCII spaces to spaces, soft hyphens and the like gone),
+    /// or as it is where SASLprep refuses it (libpq and PostgreSQL do the same), so
+    /// that `Ⅸ` and `IX` are one password as they are to PostgreSQL.
     pub(crate) fn new(password: &str, salt: Vec<u8>) -> Self {
-        let salted = salted_password(password.as_bytes(), &salt, ITERATIONS);
+        let prepared =
+            stringprep::saslprep(password).unwrap_or(std::borrow::Cow::Borrowed(password));
+        let salted = salted_password(prepared.as_bytes(), &salt, ITERATIONS);
         let client_key = hmac(&salted, &[b"Client Key"]);
         Self {
             stored_key: Sha256::digest(client_key).into(),
