@@ -223,6 +223,24 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
             (bytes / 512).div_ceil(2)
         )
     );
+    // GUI tools read information_schema.columns: PostgreSQL's type names there too,
+    // the same as \d's.
+    let (ok, wire, err) = host.psql(
+        "SELECT column_name, data_type, udt_name, is_nullable, numeric_precision, \
+         datetime_precision FROM information_schema.columns \
+         WHERE table_schema = 'public' AND table_name = 'ohlcv' ORDER BY ordinal_position",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        wire,
+        "symbol,text,text,NO,,\n\
+         ts,timestamp with time zone,timestamptz,NO,,6\n\
+         open,double precision,float8,NO,53,\n\
+         high,double precision,float8,NO,53,\n\
+         low,double precision,float8,NO,53,\n\
+         close,double precision,float8,NO,53,\n\
+         volume,numeric,numeric,NO,,\n"
+    );
     let (ok, wire, err) = host.psql(
         "SELECT current_database(), current_schema(), version() LIKE 'PostgreSQL 15%ringscan%'",
     );

@@ -72,7 +72,12 @@ const FILLED: &[&str] = &[
     "pg_roles",
     "pg_user",
     "pg_am",
+    INFORMATION_SCHEMA_COLUMNS,
 ];
+
+/// `information_schema.columns` with PostgreSQL's type names (`bigint`, `character
+/// varying`...), which GUI tools read; the engine's own names Arrow's types.
+pub(crate) const INFORMATION_SCHEMA_COLUMNS: &str = "information_schema_columns";
 
 /// Whether `name` (lower case) is a table of `pg_catalog`.
 pub(crate) fn is_catalog_table(name: &str) -> bool {
@@ -419,6 +424,122 @@ const PG_TYPE: &[(&str, DataType)] = &[
     ("typcollation", DataType::Int32),
 ];
 
+const INFO_COLUMNS: &[(&str, DataType)] = &[
+    ("table_catalog", DataType::Utf8),
+    ("table_schema", DataType::Utf8),
+    ("table_name", DataType::Utf8),
+    ("column_name", DataType::Utf8),
+    ("ordinal_position", DataType::Int32),
+    ("column_default", DataType::Utf8),
+    ("is_nullable", DataType::Utf8),
+    ("data_type", DataType::Utf8),
+    ("character_maximum_length", DataType::Int32),
+    ("numeric_precision", DataType::Int32),
+    ("numeric_precision_radix", DataType::Int32),
+    ("numeric_scale", DataType::Int32),
+    ("datetime_precision", DataType::Int32),
+    ("udt_catalog", DataType::Utf8),
+    ("udt_schema", DataType::Utf8),
+    ("udt_name", DataType::Utf8),
+    ("is_updatable", DataType::Utf8),
+];
+
+/// `information_schema.columns`: PostgreSQL's standard names for the columns' types
+/// (an array is `ARRAY`), their precision as PostgreSQL reports it, and the type's own
+/// name in `udt_name`.
+fn info_columns(rels: &[Relation], facts: &Facts) -> Vec<ArrayRef> {
+    let columns: Vec<(&Relation, i32, &Field)> = rels
+        .iter()
+        .flat_map(|r| {
+            r.schema
+                .fields()
+                .iter()
+                .enumerate()
+                .map(move |(i, f)| (r, i32::try_from(i + 1).unwrap_or(i32::MAX), f.as_ref()))
+        })
+        .collect();
+    let n = columns.len();
+    let oid_of = |f: &Field| i32::try_from(pg_type(f.data_type()).oid()).unwrap_or(25);
+    let is_array = |f: &Field| {
+        matches!(
+            f.data_type(),
+            DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+        )
+    };
+    let data_type = |f: &Field| -> String {
+        if is_array(f) {
+            return "ARRAY".into();
+        }
+        match oid_of(f) {
+            // format_type's name without the modifier.
+            1700 => "numeric".into(),
+            oid => format_type(oid, -1).unwrap_or_else(|| "text".into()),
+        }
+    };
+    let udt_name = |f: &Field| -> String {
+        let oid = oid_of(f);
+        let name = TYPES.iter().find(|t| t.0 == oid).map_or("text", |t| t.1);
+        if is_array(f) {
+            format!("_{name}")
+        } else {
+            name.to_owned()
+        }
+    };
+    // PostgreSQL's numeric_precision: bits for the binary types (radix 2), digits for
+    // a numeric with a precision (radix 10); none for a numeric without.
+    let precision = |f: &Field| -> (Option<i32>, Option<i32>, Option<i32>) {
+        match (oid_of(f), f.data_type()) {
+            (21, _) => (Some(16), Some(2), Some(0)),
+            (23, _) => (Some(32), Some(2), Some(0)),
+            (20, _) => (Some(64), Some(2), Some(0)),
+            (700, _) => (Some(24), Some(2), None),
+            (701, _) => (Some(53), Some(2), None),
+            (
+                1700,
+                DataType::Decimal32(p, s)
+                | DataType::Decimal64(p, s)
+                | DataType::Decimal128(p, s)
+                | DataType::Decimal256(p, s),
+            ) => (Some(i32::from(*p)), Some(10), Some(i32::from(*s))),
+            (1700, _) => (None, Some(10), None),
+            _ => (None, None, None),
+        }
+    };
+    let datetime_precision = |f: &Field| match f.data_type() {
+        DataType::Date32 | DataType::Date64 => Some(0),
+        DataType::Timestamp(..) | DataType::Time32(_) | DataType::Time64(_) => Some(6),
+        DataType::Interval(_) => Some(6),
+        _ => None,
+    };
+    let opt_ints =
+        |values: Vec<Option<i32>>| -> ArrayRef { Arc::new(arrow_array::Int32Array::from(values)) };
+    let types: Vec<String> = columns.iter().map(|c| data_type(c.2)).collect();
+    let udts: Vec<String> = columns.iter().map(|c| udt_name(c.2)).collect();
+    vec![
+        strings(std::iter::repeat_n(Some(facts.database.as_str()), n)),
+        strings(std::iter::repeat_n(Some("public"), n)),
+        strings(columns.iter().map(|c| Some(c.0.name.as_str()))),
+        strings(columns.iter().map(|c| Some(c.2.name().as_str()))),
+        ints(columns.iter().map(|c| c.1)),
+        strings(std::iter::repeat_n(None, n)),
+        strings(
+            columns
+                .iter()
+                .map(|c| Some(if c.2.is_nullable() { "YES" } else { "NO" })),
+        ),
+        strings(types.iter().map(|t| Some(t.as_str()))),
+        opt_ints(vec![None; n]),
+        opt_ints(columns.iter().map(|c| precision(c.2).0).collect()),
+        opt_ints(columns.iter().map(|c| precision(c.2).1).collect()),
+        opt_ints(columns.iter().map(|c| precision(c.2).2).collect()),
+        opt_ints(columns.iter().map(|c| datetime_precision(c.2)).collect()),
+        strings(std::iter::repeat_n(Some(facts.database.as_str()), n)),
+        strings(std::iter::repeat_n(Some("pg_catalog"), n)),
+        strings(udts.iter().map(|t| Some(t.as_str()))),
+        strings(std::iter::repeat_n(Some("NO"), n)),
+    ]
+}
+
 fn pg_type_rows(_: &[Relation], _: &Facts) -> Vec<ArrayRef> {
     let n = TYPES.len();
     vec![
@@ -542,6 +663,7 @@ pub(crate) fn register(
         ("pg_roles", PG_ROLES, pg_roles),
         ("pg_user", PG_ROLES, pg_roles),
         ("pg_am", PG_AM, nothing),
+        (INFORMATION_SCHEMA_COLUMNS, INFO_COLUMNS, info_columns),
     ];
     let schema_provider = Arc::new(datafusion::catalog::MemorySchemaProvider::new());
     let catalog = ctx

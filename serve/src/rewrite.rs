@@ -37,7 +37,7 @@ fn mentions_catalog(sql: &str) -> bool {
             .windows(needle.len())
             .any(|w| w.eq_ignore_ascii_case(needle))
     };
-    has(b"pg_") || has(b"::reg")
+    has(b"pg_") || has(b"::reg") || has(b"information_schema")
 }
 
 pub(crate) fn rewrite(sql: &str) -> Rewritten {
@@ -60,11 +60,25 @@ pub(crate) fn rewrite(sql: &str) -> Rewritten {
     });
     // PostgreSQL searches pg_catalog before any other schema.
     let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(query, |name| {
-        if let [ObjectNamePart::Identifier(table)] = name.0.as_slice() {
-            let lower = table.value.to_ascii_lowercase();
-            if crate::catalog::is_catalog_table(&lower) {
-                *name = ObjectName::from(vec![Ident::new("pg_catalog"), Ident::new(lower)]);
+        match name.0.as_slice() {
+            [ObjectNamePart::Identifier(table)] => {
+                let lower = table.value.to_ascii_lowercase();
+                if crate::catalog::is_catalog_table(&lower) {
+                    *name = ObjectName::from(vec![Ident::new("pg_catalog"), Ident::new(lower)]);
+                }
             }
+            // The columns with PostgreSQL's type names (the engine's own view names
+            // Arrow's types).
+            [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(table)]
+                if schema.value.eq_ignore_ascii_case("information_schema")
+                    && table.value.eq_ignore_ascii_case("columns") =>
+            {
+                *name = ObjectName::from(vec![
+                    Ident::new("pg_catalog"),
+                    Ident::new(crate::catalog::INFORMATION_SCHEMA_COLUMNS),
+                ]);
+            }
+            _ => {}
         }
         ControlFlow::<()>::Continue(())
     });
