@@ -223,6 +223,20 @@ fn psql_answers_equal_ringscan_query_and_errors_have_sqlstates() {
             (bytes / 512).div_ceil(2)
         )
     );
+    // \d+ adds each column's storage (PostgreSQL's: plain for fixed-length types,
+    // extended for the others), compression, statistics target and description.
+    let (ok, wire, err) = host.psql_commands(&["\\d+ ohlcv"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        wire,
+        "symbol,text,,not null,,extended,,,\n\
+         ts,timestamp with time zone,,not null,,plain,,,\n\
+         open,double precision,,not null,,plain,,,\n\
+         high,double precision,,not null,,plain,,,\n\
+         low,double precision,,not null,,plain,,,\n\
+         close,double precision,,not null,,plain,,,\n\
+         volume,numeric,,not null,,extended,,,\n"
+    );
     // GUI tools read information_schema.columns: PostgreSQL's type names there too,
     // the same as \d's.
     let (ok, wire, err) = host.psql(

@@ -373,6 +373,9 @@ const PG_ATTRIBUTE: &[(&str, DataType)] = &[
     ("attgenerated", DataType::Utf8),
     ("attisdropped", DataType::Boolean),
     ("attcollation", DataType::Int32),
+    ("attstorage", DataType::Utf8),
+    ("attcompression", DataType::Utf8),
+    ("attstattarget", DataType::Int16),
 ];
 
 fn pg_attribute(rels: &[Relation], _: &Facts) -> Vec<ArrayRef> {
@@ -402,6 +405,14 @@ fn pg_attribute(rels: &[Relation], _: &Facts) -> Vec<ArrayRef> {
         strings(std::iter::repeat_n(Some(""), n)),
         bools(std::iter::repeat_n(false, n)),
         ints(columns.iter().map(|c| if textual(c.2) { 100 } else { 0 })),
+        // PostgreSQL's storage: plain for fixed-length types, extended for the others.
+        strings(
+            columns
+                .iter()
+                .map(|c| Some(if len_of(c.2) < 0 { "x" } else { "p" })),
+        ),
+        strings(std::iter::repeat_n(Some(""), n)),
+        smallints(std::iter::repeat_n(-1, n)),
     ]
 }
 

@@ -10,8 +10,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, DataType, Expr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query,
-    Select, SelectItem, SetExpr, SetOperator, Statement, TableFactor, Value,
+    BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
+    ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr, SetOperator, Statement,
+    TableFactor, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -104,8 +105,32 @@ fn catalog_name(name: &ObjectName) -> Option<String> {
     }
 }
 
+/// Whether `e` names a `reloptions` column (of `pg_class`), which ringscan never
+/// fills: no table has storage options.
+fn is_reloptions(e: &Expr) -> bool {
+    match e {
+        Expr::Identifier(i) => i.value.eq_ignore_ascii_case("reloptions"),
+        Expr::CompoundIdentifier(parts) => parts
+            .last()
+            .is_some_and(|i| i.value.eq_ignore_ascii_case("reloptions")),
+        _ => false,
+    }
+}
+
 fn is_empty_relation(factor: &TableFactor) -> bool {
     match factor {
+        // `unnest(tc.reloptions)` (psql's \d+ lists a table's TOAST options so).
+        TableFactor::Table {
+            name,
+            args: Some(args),
+            ..
+        } if catalog_name(name).as_deref() == Some("unnest") => !args.args.is_empty()
+            && args.args.iter().all(
+                |a| matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) if is_reloptions(e)),
+            ),
+        TableFactor::UNNEST { array_exprs, .. } => {
+            !array_exprs.is_empty() && array_exprs.iter().all(is_reloptions)
+        }
         TableFactor::Table { name, .. } => {
             catalog_name(name).is_some_and(|n| EMPTY.contains(&n.as_str()))
         }
