@@ -1,5 +1,5 @@
 //! `COPY (query) TO STDOUT` and `COPY table TO STDOUT` (what psql's `\copy ... to`
-//! sends): a result streamed in PostgreSQL's text or CSV format.
+//! sends): a result streamed in PostgreSQL's text, CSV or binary format.
 
 use arrow_array::RecordBatch;
 use bytes::{BufMut, BytesMut};
@@ -27,10 +27,13 @@ pub(crate) struct CopyOut {
     pub(crate) null: String,
     pub(crate) quote: char,
     pub(crate) escape: char,
+    /// PostgreSQL's binary format: a signature, then each row as a field count and
+    /// each field's length and binary value (the types' wire form).
+    pub(crate) binary: bool,
 }
 
 /// Reads a COPY statement: `Err` with the SQLSTATE and message for what the host does
-/// not do (COPY FROM, a server-side file, the binary format).
+/// not do (COPY FROM, a server-side file).
 pub(crate) fn parse(sql: &str) -> Result<CopyOut, (&'static str, String)> {
     let statements = Parser::parse_sql(&PostgreSqlDialect {}, sql)
         .map_err(|e| ("42601", format!("SQL syntax: {e}")))?;
@@ -88,21 +91,16 @@ pub(crate) fn parse(sql: &str) -> Result<CopyOut, (&'static str, String)> {
         null: "\\N".into(),
         quote: '"',
         escape: '"',
+        binary: false,
     };
     let mut delimiter = None;
     let mut null = None;
-    let binary = || {
-        (
-            "0A000",
-            "COPY in the binary format is not supported".to_owned(),
-        )
-    };
     for option in options {
         match option {
             CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
                 "csv" => copy.csv = true,
                 "text" => copy.csv = false,
-                "binary" => return Err(binary()),
+                "binary" => copy.binary = true,
                 other => return Err(("22023", format!("COPY format \"{other}\" not recognized"))),
             },
             CopyOption::Delimiter(c) => delimiter = Some(*c),
@@ -116,7 +114,7 @@ pub(crate) fn parse(sql: &str) -> Result<CopyOut, (&'static str, String)> {
     }
     for option in legacy_options {
         match option {
-            CopyLegacyOption::Binary => return Err(binary()),
+            CopyLegacyOption::Binary => copy.binary = true,
             CopyLegacyOption::Delimiter(c) => delimiter = Some(*c),
             CopyLegacyOption::Null(s) => null = Some(s.clone()),
             CopyLegacyOption::Header => copy.header = true,
@@ -149,6 +147,12 @@ pub(crate) fn parse(sql: &str) -> Result<CopyOut, (&'static str, String)> {
     if copy.header && !copy.csv {
         return Err(("0A000", "COPY HEADER is available only in CSV mode".into()));
     }
+    if copy.binary && (copy.csv || delimiter.is_some() || copy.null != "\\N") {
+        return Err((
+            "42601",
+            "COPY BINARY takes no CSV, DELIMITER or NULL option".into(),
+        ));
+    }
     Ok(copy)
 }
 
@@ -156,6 +160,9 @@ impl CopyOut {
     /// The rows as CopyData messages, one per row (the header rides with the first, so
     /// that the command tag counts rows only).
     pub(crate) fn response(&self, names: &[String], batches: &[RecordBatch]) -> CopyResponse {
+        if self.binary {
+            return binary_response(names.len(), batches);
+        }
         let mut out: Vec<PgWireResult<CopyData>> = Vec::new();
         let mut pending = BytesMut::new();
         if self.header {
@@ -220,6 +227,53 @@ impl CopyOut {
     }
 }
 
+/// The rows in COPY's binary format: the header with the first, one CopyData per row
+/// (pgwire adds the trailer). A value of a type with no binary form here fails the
+/// COPY with 0A000 naming the type.
+fn binary_response(columns: usize, batches: &[RecordBatch]) -> CopyResponse {
+    let mut out: Vec<PgWireResult<CopyData>> = Vec::new();
+    let mut pending = BytesMut::new();
+    pending.put_slice(b"PGCOPY\n\xff\r\n\0");
+    pending.put_i32(0); // flags: no OIDs
+    pending.put_i32(0); // no header extension
+    let fields = i16::try_from(columns).unwrap_or(i16::MAX);
+    'rows: for batch in batches {
+        for i in 0..batch.num_rows() {
+            pending.put_i16(fields);
+            for column in batch.columns() {
+                if column.is_null(i) {
+                    pending.put_i32(-1);
+                    continue;
+                }
+                let at = pending.len();
+                pending.put_i32(0);
+                if crate::binary::write(column.as_ref(), i, &mut pending).is_none() {
+                    out.push(Err(pgwire::error::PgWireError::UserError(Box::new(
+                        pgwire::error::ErrorInfo::new(
+                            "ERROR".into(),
+                            "0A000".into(),
+                            format!(
+                                "COPY BINARY: values of type {} have no binary form here; \
+                                 use the text or CSV format",
+                                column.data_type()
+                            ),
+                        ),
+                    ))));
+                    break 'rows;
+                }
+                let len = i32::try_from(pending.len() - at - 4).unwrap_or(i32::MAX);
+                pending[at..at + 4].copy_from_slice(&len.to_be_bytes());
+            }
+            out.push(Ok(CopyData::new(pending.split().freeze())));
+        }
+    }
+    if !pending.is_empty() {
+        // The header over no rows.
+        out.push(Ok(CopyData::new(pending.split().freeze())));
+    }
+    CopyResponse::new(1, columns, stream::iter(out))
+}
+
 /// A value in COPY's text format: backslash, the delimiter and control characters
 /// escaped.
 fn text_cell(v: &str, delimiter: char, out: &mut BytesMut) {
@@ -261,9 +315,15 @@ mod tests {
         assert_eq!((modern.delimiter, modern.null.as_str()), (';', "x"));
         assert_eq!(parse("COPY t FROM STDIN").map_err(|e| e.0), Err("0A000"));
         assert_eq!(parse("COPY t TO '/etc/x'").map_err(|e| e.0), Err("42501"));
+        assert!(
+            parse("COPY t TO STDOUT (FORMAT binary)")
+                .expect("binary")
+                .binary
+        );
+        assert!(parse("COPY t TO STDOUT BINARY").expect("binary").binary);
         assert_eq!(
-            parse("COPY t TO STDOUT (FORMAT binary)").map_err(|e| e.0),
-            Err("0A000")
+            parse("COPY t TO STDOUT (FORMAT binary, DELIMITER ',')").map_err(|e| e.0),
+            Err("42601")
         );
     }
 

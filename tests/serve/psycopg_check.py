@@ -77,6 +77,15 @@ with psycopg.connect(dsn, autocommit=True) as conn:
         assert got == want, f"execution {i}: {got} vs DuckDB {want}"
     print("ok a statement prepared by psycopg answers like the unprepared one")
 
+    # COPY TO STDOUT in the binary format, read back by psycopg's binary loaders.
+    sql = ("SELECT symbol, ts, open, close, volume FROM ohlcv WHERE symbol = 'MSFT' "
+           "ORDER BY ts LIMIT 300")
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)") as copy:
+            copy.set_types(["text", "timestamptz", "float8", "float8", "numeric"])
+            got = [tuple(row) for row in copy.rows()]
+    check_rows("COPY TO STDOUT (FORMAT BINARY)", got, duck.execute(sql).fetchall())
+
     # Column names as PostgreSQL gives them.
     cur = conn.execute("SELECT count(*), 1, symbol FROM ohlcv GROUP BY symbol LIMIT 1")
     names = [d.name for d in cur.description]
