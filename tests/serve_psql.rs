@@ -725,3 +725,83 @@ fn a_non_loopback_address_without_a_password_is_refused() {
         "{err}"
     );
 }
+
+/// `--tls-cert` / `--tls-key`: psql's `sslmode=require` gets TLS (and the same rows),
+/// a plain connection still works, a host without them refuses TLS, and a key file
+/// that holds no key stops the start with a message naming it.
+#[test]
+fn tls_is_offered_with_a_certificate_and_key() {
+    if !have_psql() {
+        return;
+    }
+    let (dir, data) = ohlcv(500);
+    let _daemon = DaemonGuard(&data);
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl (Debian's openssl package) makes the test certificate");
+    assert!(made.status.success(), "{made:?}");
+    let (cert_arg, key_arg) = (cert.to_str().expect("utf8"), key.to_str().expect("utf8"));
+    let host = Host::start(
+        &data,
+        &dir.path().join("serve.log"),
+        &["--tls-cert", cert_arg, "--tls-key", key_arg],
+    );
+    let psql = |port: u16, sslmode: &str, commands: &[&str]| {
+        Command::new("psql")
+            .arg(format!(
+                "host=127.0.0.1 port={port} user=ringscan dbname=ringscan sslmode={sslmode} \
+                 connect_timeout=10"
+            ))
+            .args(["-X", "-At"])
+            .args(commands.iter().flat_map(|c| ["-c", c]))
+            .stdin(Stdio::null())
+            .output()
+            .expect("psql")
+    };
+    let secure = psql(
+        host.port,
+        "require",
+        &["SELECT count(*) FROM ohlcv", "\\conninfo"],
+    );
+    let text = String::from_utf8_lossy(&secure.stdout);
+    assert!(secure.status.success(), "{secure:?}");
+    assert!(text.starts_with("500\n"), "{text}");
+    assert!(text.contains("SSL connection (protocol: TLSv1."), "{text}");
+    let plain = psql(host.port, "disable", &["SELECT count(*) FROM ohlcv"]);
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "500\n", "{plain:?}");
+
+    let without = Host::start(&data, &dir.path().join("plain.log"), &[]);
+    let refused = psql(without.port, "require", &["SELECT 1"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("server does not support SSL"), "{err}");
+
+    let out = ringscan(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert_arg,
+            "--tls-key",
+            cert_arg,
+        ],
+        &data,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(cert_arg) && err.contains("private key"),
+        "{err}"
+    );
+}

@@ -39,6 +39,7 @@ mod settings;
 mod socket;
 mod statement;
 pub mod text;
+pub mod tls;
 
 /// The PostgreSQL version the host answers as: the catalog queries of clients
 /// (psql's `\d`) are chosen by it.
@@ -71,6 +72,8 @@ pub struct ServeOptions {
     pub password: Option<String>,
     /// Where Prometheus scrapes `/metrics` (a loopback address).
     pub metrics: Option<SocketAddr>,
+    /// TLS offered to clients that ask for it ([`tls::acceptor`]).
+    pub tls: Option<tls::Acceptor>,
 }
 
 /// The socket and a duplicate of it (`None` where the system would not make one) that
@@ -265,6 +268,7 @@ async fn serve(
                 let connection = Arc::new(conn::Connection::new(Arc::clone(&shared), slot, watcher));
                 let handlers = handlers::Handlers(Arc::clone(&connection));
                 let idle_timeout = options.idle_timeout;
+                let tls = options.tls.clone();
                 connections.spawn(async move {
                     let started = Instant::now();
                     log(&format!("connection {id} from {peer}"));
@@ -275,6 +279,7 @@ async fn serve(
                         peer,
                         handlers,
                         connection.idle_for(idle_timeout),
+                        tls.clone(),
                     ))
                     .catch_unwind();
                     let how = match serving.await {

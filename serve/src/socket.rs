@@ -49,9 +49,65 @@ fn deferrable(message_type: u8) -> bool {
     )
 }
 
+/// The connection's transport: the TCP stream, or TLS over it.
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// Taken for a TLS handshake.
+    Gone,
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "the stream went to TLS")
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s).poll_flush(cx),
+            Io::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+}
+
 /// See the module documentation.
 pub(crate) struct Coalescing {
-    io: TcpStream,
+    io: Io,
     /// Bytes not yet written: `out[sent..]`.
     out: Vec<u8>,
     sent: usize,
@@ -64,6 +120,10 @@ pub(crate) struct Coalescing {
 
 impl Coalescing {
     pub(crate) fn new(io: TcpStream) -> Self {
+        Self::over(Io::Plain(io))
+    }
+
+    fn over(io: Io) -> Self {
         Self {
             io,
             out: Vec::new(),
@@ -71,6 +131,11 @@ impl Coalescing {
             next_message: 0,
             last_type: 0,
         }
+    }
+
+    /// The transport, for a TLS handshake (nothing is buffered during negotiation).
+    fn into_io(mut self) -> Io {
+        std::mem::replace(&mut self.io, Io::Gone)
     }
 
     fn pending(&self) -> usize {
@@ -173,8 +238,8 @@ impl Drop for Coalescing {
     fn drop(&mut self) {
         // The loop ended with something still owed (it never is: every turn ends with
         // a message that flushes); what the socket takes at once goes.
-        if self.pending() > 0 {
-            let _ = self.io.try_write(&self.out[self.sent..]);
+        if let (Io::Plain(io), true) = (&self.io, self.pending() > 0) {
+            let _ = io.try_write(&self.out[self.sent..]);
         }
     }
 }
@@ -194,29 +259,43 @@ pub(crate) async fn process(
     peer: SocketAddr,
     handlers: Handlers,
     idle: impl std::future::Future<Output = Duration>,
+    tls: Option<crate::tls::Acceptor>,
 ) -> io::Result<Option<Duration>> {
     let startup = tokio::time::sleep(STARTUP_TIMEOUT);
     tokio::pin!(startup);
     let codec = PgWireMessageServerCodec::new(DefaultClient::new(peer, false));
-    let mut framed = Framed::new(Coalescing::new(socket), codec);
+    let framed = Framed::new(Coalescing::new(socket), codec);
     let negotiated = tokio::select! {
         _ = &mut startup => return Ok(None),
-        negotiated = refuse_encryption(&mut framed) => negotiated?,
+        negotiated = negotiate(framed, peer, tls.as_ref()) => negotiated?,
     };
-    if !negotiated {
+    let Some(mut framed) = negotiated else {
         return Ok(None);
-    }
+    };
     framed.set_state(PgWireConnectionState::AwaitingStartup);
     tokio::pin!(idle);
     serve_messages(&mut framed, &mut startup, handlers, &mut idle).await
 }
 
-/// Answers SSL and GSS encryption requests with `N` until the startup message comes;
-/// false for a client that opened with a TLS handshake (direct SSL), which is closed.
-async fn refuse_encryption(framed: &mut Socket) -> io::Result<bool> {
+/// Answers the client's encryption requests until the startup message comes: an
+/// SSLRequest with `S` and a TLS handshake where TLS is configured, else `N`; a GSS
+/// encryption request with `N`. A client that opens with a TLS handshake (PostgreSQL
+/// 17's direct TLS) gets one where TLS is configured and must name the `postgresql`
+/// protocol (ALPN). `None`: the connection ends here.
+async fn negotiate(
+    mut framed: Socket,
+    peer: SocketAddr,
+    tls: Option<&crate::tls::Acceptor>,
+) -> io::Result<Option<Socket>> {
     let mut first = [0u8; 1];
-    if framed.get_ref().io.peek(&mut first).await? > 0 && first[0] == 0x16 {
-        return Ok(false);
+    let Io::Plain(tcp) = &framed.get_ref().io else {
+        return Ok(None);
+    };
+    if tcp.peek(&mut first).await? > 0 && first[0] == 0x16 {
+        return match tls {
+            Some(tls) => secure(framed, peer, tls, true).await.map(Some),
+            None => Ok(None),
+        };
     }
     let mut ssl_done = false;
     let mut gss_done = false;
@@ -225,6 +304,20 @@ async fn refuse_encryption(framed: &mut Socket) -> io::Result<bool> {
             Some(Ok(PgWireFrontendMessage::SslNegotiation(
                 SslNegotiationMetaMessage::PostgresSsl(_),
             ))) => {
+                if let Some(tls) = tls {
+                    framed
+                        .send(PgWireBackendMessage::SslResponse(SslResponse::Accept))
+                        .await?;
+                    // Bytes sent after the request, before the handshake, would be
+                    // read as if encrypted (CVE-2021-23222): refused.
+                    if !framed.read_buffer().is_empty() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "unencrypted data after an SSLRequest",
+                        ));
+                    }
+                    return secure(framed, peer, tls, false).await.map(Some);
+                }
                 framed
                     .send(PgWireBackendMessage::SslResponse(SslResponse::Refuse))
                     .await?;
@@ -242,7 +335,32 @@ async fn refuse_encryption(framed: &mut Socket) -> io::Result<bool> {
             _ => break,
         }
     }
-    Ok(true)
+    Ok(Some(framed))
+}
+
+/// The TLS handshake on `framed`'s TCP stream; the protocol goes on inside it.
+async fn secure(
+    framed: Socket,
+    peer: SocketAddr,
+    tls: &crate::tls::Acceptor,
+    direct: bool,
+) -> io::Result<Socket> {
+    let parts = framed.into_parts();
+    let Io::Plain(tcp) = parts.io.into_io() else {
+        return Err(io::Error::other("TLS asked for twice"));
+    };
+    let stream = tls.0.accept(tcp).await?;
+    if direct && stream.get_ref().1.alpn_protocol() != Some(b"postgresql".as_slice()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a direct TLS connection without the postgresql ALPN protocol",
+        ));
+    }
+    let codec = PgWireMessageServerCodec::new(DefaultClient::new(peer, true));
+    Ok(Framed::new(
+        Coalescing::over(Io::Tls(Box::new(stream))),
+        codec,
+    ))
 }
 
 /// pgwire's message loop (its `process_socket_messages`): each message to

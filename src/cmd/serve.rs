@@ -53,6 +53,13 @@ pub(crate) struct ServeArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics (a loopback address).
     #[arg(long)]
     metrics: Option<SocketAddr>,
+    /// Offer TLS to clients that ask for it (sslmode=require and the like): the
+    /// certificate chain, PEM. Needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1). Needs --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -98,6 +105,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         password.as_deref() != Some(""),
         "the password is empty (RINGSCAN_PASSWORD or --password-file)"
     );
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(ringscan_serve::tls::acceptor(cert, key)?),
+        _ => None,
+    };
     let daemon_socket = socket_path(&data);
     let options = ServeOptions {
         data,
@@ -109,6 +120,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         password,
         metrics: args.metrics,
         idle_timeout: (args.idle_timeout > 0.0).then(|| Duration::from_secs_f64(args.idle_timeout)),
+        tls,
     };
     let served = ringscan_serve::run(options, spawn, |addr| {
         println!("listening on {addr}");
