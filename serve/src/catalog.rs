@@ -62,6 +62,26 @@ pub(crate) const EMPTY: &[&str] = &[
     "pg_trigger",
 ];
 
+/// The columns of an empty catalog relation that tools join to (an outer join must find
+/// them): PostgreSQL's, as far as tools read them; `oid` alone for the others.
+fn empty_columns(name: &str) -> &'static [(&'static str, DataType)] {
+    match name {
+        "pg_description" => &[
+            ("objoid", DataType::Int32),
+            ("classoid", DataType::Int32),
+            ("objsubid", DataType::Int32),
+            ("description", DataType::Utf8),
+        ],
+        "pg_attrdef" => &[
+            ("oid", DataType::Int32),
+            ("adrelid", DataType::Int32),
+            ("adnum", DataType::Int16),
+            ("adbin", DataType::Utf8),
+        ],
+        _ => &[("oid", DataType::Int32)],
+    }
+}
+
 /// The catalog tables that hold rows.
 const FILLED: &[&str] = &[
     "pg_namespace",
@@ -698,7 +718,7 @@ pub(crate) fn register(
         schema_provider.register_table(
             (*name).into(),
             Arc::new(CatalogTable {
-                schema: schema(&[("oid", DataType::Int32)]),
+                schema: schema(empty_columns(name)),
                 public: Arc::clone(&public),
                 rows: nothing,
                 facts: Arc::clone(&facts),

@@ -20,6 +20,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
+import java.sql.DatabaseMetaData;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -97,6 +98,41 @@ public final class JdbcCheck {
         }
     }
 
+    /**
+     * DatabaseMetaData as GUI tools use it: getTables lists ohlcv in public, getColumns
+     * its columns in order with their JDBC and PostgreSQL types (pgjdbc's own catalog
+     * queries, answered from the data directory).
+     */
+    static void checkCatalog(Connection conn) throws SQLException {
+        DatabaseMetaData md = conn.getMetaData();
+        List<String> tables = new ArrayList<>();
+        try (ResultSet rs = md.getTables(null, "public", "%", new String[] {"TABLE"})) {
+            while (rs.next()) {
+                tables.add(rs.getString("TABLE_SCHEM") + "." + rs.getString("TABLE_NAME") + " "
+                        + rs.getString("TABLE_TYPE"));
+            }
+        }
+        check(tables.equals(List.of("public.ohlcv TABLE")), "getTables: " + tables);
+        List<String> columns = new ArrayList<>();
+        try (ResultSet rs = md.getColumns(null, "public", "ohlcv", "%")) {
+            while (rs.next()) {
+                columns.add(rs.getInt("ORDINAL_POSITION") + " " + rs.getString("COLUMN_NAME") + " "
+                        + rs.getInt("DATA_TYPE") + " " + rs.getString("TYPE_NAME") + " "
+                        + rs.getString("IS_NULLABLE"));
+            }
+        }
+        List<String> want = List.of(
+                "1 symbol " + Types.VARCHAR + " text NO",
+                "2 ts " + Types.TIMESTAMP + " timestamptz NO",
+                "3 open " + Types.DOUBLE + " float8 NO",
+                "4 high " + Types.DOUBLE + " float8 NO",
+                "5 low " + Types.DOUBLE + " float8 NO",
+                "6 close " + Types.DOUBLE + " float8 NO",
+                "7 volume " + Types.NUMERIC + " numeric NO");
+        check(columns.equals(want), "getColumns: " + columns + ", expected " + want);
+        System.out.println("ok DatabaseMetaData getTables and getColumns");
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length != 2) {
             System.err.println("usage: JdbcCheck PORT CASES_FILE");
@@ -121,6 +157,7 @@ public final class JdbcCheck {
             }
             try (Connection conn = DriverManager.getConnection(url)) {
                 checkMetadata(conn);
+                checkCatalog(conn);
                 checkError(conn);
                 String version = conn.getMetaData().getDatabaseProductVersion();
                 check(version != null && !version.isEmpty(), "empty database product version");
