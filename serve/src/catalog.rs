@@ -822,6 +822,15 @@ fn functions(
         constant("version", true, text(&version)),
         constant("current_database", true, text(&facts.database)),
         constant("current_schema", true, text("public")),
+        // The search path, implicit schemas included (pgjdbc's getSchemas indexes it).
+        constant(
+            "current_schemas",
+            false,
+            ScalarValue::List(ScalarValue::new_list_nullable(
+                &[text("pg_catalog"), text("public")],
+                &DataType::Utf8,
+            )),
+        ),
         constant(
             "pg_backend_pid",
             true,

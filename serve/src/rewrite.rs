@@ -10,9 +10,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
-    ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr, SetOperator, Statement,
-    TableFactor, Value,
+    AccessExpr, BinaryOperator, DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr, SetOperator, Statement,
+    Subscript, TableFactor, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -248,6 +248,22 @@ fn expr_name(e: &Expr) -> String {
     }
 }
 
+/// `current_schemas(true)`: the search path with its implicit schema, as the catalog's
+/// function gives it.
+const SEARCH_PATH: [&str; 2] = ["pg_catalog", "public"];
+
+fn is_current_schemas(e: &Expr) -> bool {
+    match e {
+        Expr::Nested(inner) => is_current_schemas(inner),
+        Expr::Function(f) => f
+            .name
+            .0
+            .last()
+            .is_some_and(|p| p.to_string().eq_ignore_ascii_case("current_schemas")),
+        _ => false,
+    }
+}
+
 /// One expression in the engine's spelling (children are rewritten first).
 fn rewrite_expr(e: &mut Expr) {
     match e {
@@ -257,6 +273,23 @@ fn rewrite_expr(e: &mut Expr) {
                 && matches!(&f.args, FunctionArguments::Subquery(q) if empty_query(q)) =>
         {
             *e = Expr::value(Value::SingleQuotedString("{}".into()));
+        }
+        // `(current_schemas(true))[n]`: the engine has no subscript, the list is fixed.
+        Expr::CompoundFieldAccess { root, access_chain }
+            if access_chain.len() == 1 && is_current_schemas(root) =>
+        {
+            if let AccessExpr::Subscript(Subscript::Index { index }) = &access_chain[0] {
+                let schema = index
+                    .to_string()
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|n| n.checked_sub(1))
+                    .and_then(|i| SEARCH_PATH.get(i));
+                *e = match schema {
+                    Some(s) => Expr::value(Value::SingleQuotedString((*s).into())),
+                    None => Expr::value(Value::Null),
+                };
+            }
         }
         Expr::Function(f) => {
             if let Some(name) = catalog_name(&f.name) {
@@ -373,6 +406,21 @@ mod tests {
             Rewritten::Sql(s) => s,
             other => panic!("{q}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_subscript_of_the_search_path_is_its_schema() {
+        let got = sql(
+            "SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname = \
+             (pg_catalog.current_schemas(true))[1] OR nspname = (current_schemas(true))[2] \
+             OR nspname = (current_schemas(true))[3]",
+        );
+        assert!(
+            got.contains("nspname = 'pg_catalog'")
+                && got.contains("nspname = 'public'")
+                && got.contains("nspname = NULL"),
+            "{got}"
+        );
     }
 
     #[test]

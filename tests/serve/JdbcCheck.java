@@ -130,7 +130,14 @@ public final class JdbcCheck {
                 "6 close " + Types.DOUBLE + " float8 NO",
                 "7 volume " + Types.NUMERIC + " numeric NO");
         check(columns.equals(want), "getColumns: " + columns + ", expected " + want);
-        System.out.println("ok DatabaseMetaData getTables and getColumns");
+        List<String> schemas = new ArrayList<>();
+        try (ResultSet rs = md.getSchemas()) {
+            while (rs.next()) {
+                schemas.add(rs.getString("TABLE_SCHEM"));
+            }
+        }
+        check(schemas.contains("public") && schemas.contains("pg_catalog"), "getSchemas: " + schemas);
+        System.out.println("ok DatabaseMetaData getTables, getColumns and getSchemas: " + schemas);
     }
 
     public static void main(String[] args) throws Exception {
