@@ -459,17 +459,7 @@ fn with_a_password_clients_prove_it_with_scram_and_a_wrong_one_is_28p01() {
         &log,
         &["--password-file", file.to_str().expect("utf8")],
     );
-    let psql = |password: &str| {
-        Command::new("psql")
-            .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
-            .args(["-U", "alice", "-d", "ringscan", "-X", "-At", "-w"])
-            .args(["-c", "SELECT count(*) FROM ohlcv"])
-            .env("PGPASSWORD", password)
-            .env("PGCONNECT_TIMEOUT", "10")
-            .stdin(Stdio::null())
-            .output()
-            .expect("psql")
-    };
+    let psql = |password: &str| count_as_alice(host.port, password);
     let right = psql("correct horse");
     assert!(right.status.success(), "{right:?}");
     assert_eq!(String::from_utf8_lossy(&right.stdout), "1000\n");
@@ -503,17 +493,7 @@ fn passwords_are_compared_after_saslprep() {
         &log,
         &["--password-file", file.to_str().expect("utf8")],
     );
-    let psql = |password: &str| {
-        Command::new("psql")
-            .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
-            .args(["-U", "alice", "-d", "ringscan", "-X", "-At", "-w"])
-            .args(["-c", "SELECT count(*) FROM ohlcv"])
-            .env("PGPASSWORD", password)
-            .env("PGCONNECT_TIMEOUT", "10")
-            .stdin(Stdio::null())
-            .output()
-            .expect("psql")
-    };
+    let psql = |password: &str| count_as_alice(host.port, password);
     for same in ["\u{2168}\u{00a0}horse", "IX horse", "\u{2168} horse"] {
         let out = psql(same);
         assert!(out.status.success(), "{same:?}: {out:?}");
@@ -522,6 +502,19 @@ fn passwords_are_compared_after_saslprep() {
     }
     assert!(!psql("IX  horse").status.success());
     assert_eq!(scram_login(host.port, "XI horse"), Err("28P01".into()));
+}
+
+/// psql logging in as alice with `password` to count ohlcv's rows.
+fn count_as_alice(port: u16, password: &str) -> std::process::Output {
+    Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-U", "alice", "-d", "ringscan", "-X", "-At", "-w"])
+        .args(["-c", "SELECT count(*) FROM ohlcv"])
+        .env("PGPASSWORD", password)
+        .env("PGCONNECT_TIMEOUT", "10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("psql")
 }
 
 /// Logs in with SCRAM-SHA-256 over a raw connection: `Err(SQLSTATE)` when refused.

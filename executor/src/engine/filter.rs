@@ -31,6 +31,30 @@ pub(crate) enum Pushed {
     No,
 }
 
+/// Whether `e` holds a prepared statement's parameter (`$1`).
+pub(crate) fn has_placeholder(e: &Expr) -> bool {
+    use datafusion::common::tree_node::TreeNode;
+    e.exists(|e| Ok(matches!(e, Expr::Placeholder(_))))
+        .unwrap_or(true)
+}
+
+/// `e` with each parameter replaced by its value in `values`.
+pub(crate) fn fill_placeholders(
+    e: &Expr,
+    values: &datafusion::common::ParamValues,
+) -> datafusion::common::Result<Expr> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    e.clone()
+        .transform(|e| match e {
+            Expr::Placeholder(p) => {
+                let (value, metadata) = values.get_placeholders_with_values(&p.id)?.into_inner();
+                Ok(Transformed::yes(Expr::Literal(value, metadata)))
+            }
+            other => Ok(Transformed::no(other)),
+        })
+        .map(|t| t.data)
+}
+
 /// Maps `filter` (one conjunct of a WHERE) for a table of `schema`.
 pub(crate) fn push_filter(filter: &Expr, schema: &Schema) -> Pushed {
     if let Some(p) = to_predicate(filter, schema) {

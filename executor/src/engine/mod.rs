@@ -39,7 +39,7 @@ use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::{DdlStatement, Expr, LogicalPlan};
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
 use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
@@ -1003,28 +1003,12 @@ fn refuse_writes(plan: &LogicalPlan) -> Result<(), EngineError> {
 /// exactly, an integer out of its range do not), else the binding is optimized on its
 /// own.
 fn values_keep_pushdown(generic: &LogicalPlan, values: &ParamValues) -> bool {
-    use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-    let has_param = |e: &Expr| {
-        e.exists(|e| Ok(matches!(e, Expr::Placeholder(_))))
-            .unwrap_or(true)
-    };
-    let fill = |e: &Expr| -> datafusion::common::Result<Expr> {
-        e.clone()
-            .transform(|e| match e {
-                Expr::Placeholder(p) => {
-                    let (value, metadata) =
-                        values.get_placeholders_with_values(&p.id)?.into_inner();
-                    Ok(Transformed::yes(Expr::Literal(value, metadata)))
-                }
-                other => Ok(Transformed::no(other)),
-            })
-            .map(|t| t.data)
-    };
+    use datafusion::common::tree_node::TreeNodeRecursion;
     let mut same = true;
     let _ = generic.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node {
-            for filter in scan.filters.iter().filter(|f| has_param(f)) {
-                let verdicts = fill(filter).and_then(|bound| {
+            for filter in scan.filters.iter().filter(|f| filter::has_placeholder(f)) {
+                let verdicts = filter::fill_placeholders(filter, values).and_then(|bound| {
                     Ok((
                         scan.source.supports_filters_pushdown(&[filter])?,
                         scan.source.supports_filters_pushdown(&[&bound])?,

@@ -108,21 +108,9 @@ impl ParamFilters {
     /// where one is no longer pushed whole (the engine checks the values first, so that
     /// is a bug, never a wrong answer).
     fn predicate(&self, values: &datafusion::common::ParamValues) -> Result<Predicate> {
-        use datafusion::common::tree_node::{Transformed, TreeNode};
-        use datafusion::logical_expr::Expr;
         let mut parts = Vec::new();
         for filter in &self.filters {
-            let bound = filter
-                .clone()
-                .transform(|e| match e {
-                    Expr::Placeholder(p) => {
-                        let (value, metadata) =
-                            values.get_placeholders_with_values(&p.id)?.into_inner();
-                        Ok(Transformed::yes(Expr::Literal(value, metadata)))
-                    }
-                    other => Ok(Transformed::no(other)),
-                })?
-                .data;
+            let bound = super::filter::fill_placeholders(filter, values)?;
             match super::filter::push_filter(&bound, &self.table_schema) {
                 super::filter::Pushed::Exact(p) => parts.push(p),
                 _ => {

@@ -21,7 +21,6 @@ use arrow_schema::{Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{ColumnStatistics, Result, ScalarValue, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
@@ -108,7 +107,7 @@ impl TableProvider for DaemonTable {
         for f in filters {
             // A prepared statement's generic plan: a filter on a parameter goes to the
             // scan when it runs, with the value; only one pushed whole can wait so.
-            if f.exists(|e| Ok(matches!(e, Expr::Placeholder(_))))? {
+            if super::filter::has_placeholder(f) {
                 match push_filter(f, table_schema) {
                     Pushed::Exact(_) => param_filters.push(f.clone()),
                     _ => {
