@@ -296,7 +296,7 @@ fn sigterm_lets_a_statement_run_out_its_grace_then_stops_it_and_the_daemon() {
     // (The second psql connection: the first was the warm-up's.)
     while std::fs::read_to_string(&log)
         .unwrap_or_default()
-        .matches("application \"psql\"")
+        .matches("application=\"psql\"")
         .count()
         < 2
     {
@@ -431,7 +431,7 @@ fn a_client_that_goes_away_mid_statement_stops_it() {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if text.contains("slow statement") {
             assert!(
-                text.contains("the client closed the connection: stopping its statement"),
+                text.contains("stopping its statement why=the client closed the connection"),
                 "{text}"
             );
             break;
@@ -671,7 +671,10 @@ fn malformed_protocol_messages_close_their_connection_and_the_host_serves_on() {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!text.contains("internal error"), "{text}");
     // pgwire 0.42's decoder panics on the first; the host says so in one line.
-    assert!(text.contains("(a malformed protocol message: "), "{text}");
+    assert!(
+        text.contains("why=\"a malformed protocol message: "),
+        "{text}"
+    );
 }
 
 #[test]

@@ -142,6 +142,9 @@ pub(crate) struct Connection {
     /// A duplicate of the client's socket (non-blocking, as tokio's), peeked at while
     /// a statement runs to see whether the client is still there.
     peer: Option<std::net::TcpStream>,
+    /// Statements executed, and those that failed (for the log's closing line).
+    statements: std::sync::atomic::AtomicU64,
+    failed: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for Connection {
@@ -186,7 +189,21 @@ impl Connection {
             settings: Arc::new(Mutex::new(Settings::default())),
             database: Mutex::new("ringscan".into()),
             activity: Mutex::new((std::time::Instant::now(), 0)),
+            statements: 0.into(),
+            failed: 0.into(),
         }
+    }
+
+    /// A statement failed (its error is logged).
+    pub(crate) fn failed(&self) {
+        self.failed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Statements executed and failed on this connection.
+    pub(crate) fn statement_counts(&self) -> (u64, u64) {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        (get(&self.statements), get(&self.failed))
     }
 
     fn settings(&self) -> std::sync::MutexGuard<'_, Settings> {
@@ -269,6 +286,8 @@ impl Connection {
         class: &Class,
         params: Vec<Param>,
     ) -> Result<Outcome, Box<ErrorInfo>> {
+        self.statements
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Ends with the statement, also when its future is dropped (a cancel).
         struct Active<'a>(&'a Connection);
         impl Drop for Active<'_> {
@@ -373,7 +392,7 @@ impl Connection {
         let result = tokio::select! {
             result = &mut work => result,
             why = self.client_gone() => {
-                crate::log(&format!("connection {}: {why}: stopping its statement", self.slot.id));
+                tracing::info!(%why, "stopping its statement");
                 stop.fire(format!("canceling statement: {why}"));
                 work.await
             }
@@ -391,12 +410,11 @@ impl Connection {
             .metrics
             .statement(outcome, took.as_secs_f64(), result.as_ref().ok());
         if took >= self.shared.slow_statement {
-            crate::log(&format!(
-                "connection {}: slow statement ({} ms): {}",
-                self.slot.id,
-                took.as_millis(),
-                one_line(&logged)
-            ));
+            tracing::warn!(
+                ms = took.as_millis(),
+                statement = %one_line(&logged),
+                "slow statement"
+            );
         }
         result
     }

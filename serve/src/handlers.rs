@@ -133,13 +133,12 @@ impl StartupHandler for Handler {
             database.clone_into(&mut conn.database.lock().unwrap_or_else(PoisonError::into_inner));
         }
         let param = |k: &str| startup.parameters.get(k).map_or("", String::as_str);
-        crate::log(&format!(
-            "connection {}: user {:?}, database {:?}, application {:?}",
-            conn.slot.id,
-            param("user"),
-            param("database"),
-            param("application_name")
-        ));
+        tracing::info!(
+            user = param("user"),
+            database = param("database"),
+            application = param("application_name"),
+            "session started"
+        );
         if conn.shared.password.is_some() {
             // SCRAM-SHA-256: the client answers with its first message.
             client.set_state(PgWireConnectionState::AuthenticationInProgress);
@@ -210,10 +209,7 @@ impl Handler {
             scram::Failure::Malformed(why) => fatal("08P01", why),
             scram::Failure::WrongPassword => {
                 conn.shared.metrics.auth_failure();
-                crate::log(&format!(
-                    "connection {}: password authentication failed for user {user:?}",
-                    conn.slot.id
-                ));
+                tracing::warn!(user, "password authentication failed");
                 fatal(
                     "28P01",
                     format!("password authentication failed for user \"{user}\""),
@@ -465,13 +461,13 @@ impl ExtendedQueryHandler for Handler {
 
 /// One log line per failed statement.
 fn log_error(conn: &Connection, e: &ErrorInfo, sql: &str) {
-    crate::log(&format!(
-        "connection {}: error {}: {} (statement: {})",
-        conn.slot.id,
-        e.code,
-        e.message,
-        crate::conn::one_line(sql)
-    ));
+    conn.failed();
+    tracing::warn!(
+        code = e.code,
+        error = e.message,
+        statement = %crate::conn::one_line(sql),
+        "statement failed"
+    );
 }
 
 /// The portal's parameter values, each read as the type the client gave it, else the

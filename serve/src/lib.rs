@@ -123,10 +123,24 @@ fn last_panic() -> Option<String> {
 /// The name of the host's runtime threads.
 const THREAD_NAME: &str = "ringscan-serve";
 
-/// One line on stderr (the host's log), with the time.
-pub(crate) fn log(line: &str) {
-    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
-    eprintln!("{now} {line}");
+/// Sends the host's log (the `tracing` events of this crate) to stderr, one line per
+/// event with the UTC time, level, connection span and fields. `RINGSCAN_LOG` sets the
+/// level (error, warn, info, debug, trace; default info). Call once, before [`run`].
+pub fn init_logging() -> Result<(), String> {
+    let level = match std::env::var("RINGSCAN_LOG") {
+        Ok(v) => v
+            .parse::<tracing_subscriber::filter::LevelFilter>()
+            .map_err(|_| {
+                format!("RINGSCAN_LOG={v:?}: not a level (error, warn, info, debug, trace, off)")
+            })?,
+        Err(_) => tracing_subscriber::filter::LevelFilter::INFO,
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .try_init()
+        .map_err(|e| format!("cannot set up the log: {e}"))
 }
 
 /// Why the host could not start or stopped.
@@ -231,7 +245,7 @@ async fn serve(
         },
     });
     if let Some((listener, at)) = metrics_listener {
-        log(&format!("metrics on http://{at}/metrics"));
+        tracing::info!("metrics on http://{at}/metrics");
         let counted = Arc::clone(&shared);
         tokio::spawn(metrics::serve(listener, metrics, move || {
             counted.open.load(std::sync::atomic::Ordering::Relaxed) as u64
@@ -250,7 +264,7 @@ async fn serve(
                     // A connection that failed before we got it (reset, out of files):
                     // the next one may do better.
                     Err(e) => {
-                        log(&format!("accepting a connection failed: {e}"));
+                        tracing::warn!(error = %e, "accepting a connection failed");
                         continue;
                     }
                 };
@@ -258,7 +272,7 @@ async fn serve(
                 let (socket, watcher) = match duplicate(socket) {
                     Ok(pair) => pair,
                     Err(e) => {
-                        log(&format!("a connection from {peer} failed at once: {e}"));
+                        tracing::warn!(%peer, error = %e, "a connection failed at once");
                         continue;
                     }
                 };
@@ -269,9 +283,10 @@ async fn serve(
                 let handlers = handlers::Handlers(Arc::clone(&connection));
                 let idle_timeout = options.idle_timeout;
                 let tls = options.tls.clone();
-                connections.spawn(async move {
+                let span = tracing::info_span!("connection", id, %peer);
+                connections.spawn(tracing::Instrument::instrument(async move {
                     let started = Instant::now();
-                    log(&format!("connection {id} from {peer}"));
+                    tracing::debug!("accepted");
                     // A message pgwire's decoder cannot take makes it panic: that
                     // closes this connection, with one line saying why.
                     let serving = std::panic::AssertUnwindSafe(socket::process(
@@ -282,43 +297,47 @@ async fn serve(
                         tls.clone(),
                     ))
                     .catch_unwind();
-                    let how = match serving.await {
-                        Ok(Ok(None)) => String::new(),
+                    let why = match serving.await {
+                        Ok(Ok(None)) => "the client closed it".to_owned(),
                         Ok(Ok(Some(idle))) => {
-                            format!(" (idle for {:.1} s: --idle-timeout)", idle.as_secs_f64())
+                            format!("idle for {:.1} s: --idle-timeout", idle.as_secs_f64())
                         }
-                        Ok(Err(e)) => format!(" ({e})"),
+                        Ok(Err(e)) => e.to_string(),
                         Err(_) => format!(
-                            " (a malformed protocol message: {})",
+                            "a malformed protocol message: {}",
                             last_panic().unwrap_or_default()
                         ),
                     };
-                    log(&format!(
-                        "connection {id} closed after {:.1} s{how}",
-                        started.elapsed().as_secs_f64()
-                    ));
-                });
+                    let (statements, failed) = connection.statement_counts();
+                    tracing::info!(
+                        seconds = format_args!("{:.3}", started.elapsed().as_secs_f64()),
+                        statements,
+                        failed,
+                        why,
+                        "connection closed"
+                    );
+                }, span));
             }
         }
     };
     // Stop accepting; let running statements finish within the grace period, then
     // stop them and close every connection.
     drop(listener);
-    log(&format!(
-        "{signal}: stopped listening; {} statement(s) running, {} connection(s) open",
-        shared.running(),
-        connections.len()
-    ));
+    tracing::info!(
+        running = shared.running(),
+        open = connections.len(),
+        "{signal}: stopped listening"
+    );
     let deadline = Instant::now() + options.shutdown_grace;
     while shared.running() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let left = shared.running();
     if left > 0 {
-        log(&format!(
+        tracing::warn!(
             "stopping {left} statement(s) still running after {} s",
             options.shutdown_grace.as_secs_f64()
-        ));
+        );
         shared.interrupt_all("terminating connection due to administrator command");
         // Their errors reach their clients before the connections close.
         let deadline = Instant::now() + Duration::from_secs(2);

@@ -109,6 +109,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         (Some(cert), Some(key)) => Some(ringscan_serve::tls::acceptor(cert, key)?),
         _ => None,
     };
+    ringscan_serve::init_logging().map_err(anyhow::Error::msg)?;
     let daemon_socket = socket_path(&data);
     let options = ServeOptions {
         data,
