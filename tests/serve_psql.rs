@@ -631,6 +631,13 @@ fn metrics_count_connections_statements_and_what_scans_read() {
     assert_eq!(value("ringscan_scan_rows_decoded_total"), 20_000.0);
     assert_eq!(value("ringscan_statement_duration_seconds_count"), 2.0);
     assert_eq!(value("ringscan_scan_selectivity_count"), 1.0);
+    // The daemon's own counters of the scan: its thread's CPU time (a software event,
+    // counted on any Linux) and its metadata cache, which read the file's footer.
+    assert!(value("ringscan_daemon_scan_events_total{event=\"task-clock\"}") > 0.0);
+    assert!(value("ringscan_daemon_metadata_cache{figure=\"bytes\"}") > 0.0);
+    assert_eq!(value("ringscan_connections_open"), 0.0);
+    // OpenMetrics' terminator: a scraper knows it read the whole exposition.
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
 }
 
 #[test]

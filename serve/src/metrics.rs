@@ -1,11 +1,16 @@
-//! The host's metrics in Prometheus' text format, served at `/metrics` on the
-//! `--metrics` address: connections, statements by outcome, latency, and what the
+//! The host's metrics in the OpenMetrics text format (prometheus-client), served at
+//! `/metrics` on the `--metrics` address: connections, statements by outcome, latency, and what the
 //! daemon's scans read and pruned (seed 000's selectivity and pruning rates).
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::Arc;
 
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
 use ringscan_executor::QueryOutcome;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -16,141 +21,227 @@ const LATENCY_BOUNDS: [f64; 12] = [
 /// Upper bounds of the ratio histograms (selectivity, pruning rate).
 const RATIO_BOUNDS: [f64; 7] = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0];
 
-/// A histogram: counts per bucket (not cumulative), the sum and the count.
-struct Histogram<const N: usize> {
-    bounds: [f64; N],
-    buckets: [AtomicU64; N],
-    /// Sum in millionths of the unit.
-    sum_micro: AtomicU64,
-    count: AtomicU64,
-}
-
-impl<const N: usize> Histogram<N> {
-    fn new(bounds: [f64; N]) -> Self {
-        Self {
-            bounds,
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_micro: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        }
-    }
-
-    fn observe(&self, v: f64) {
-        if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.sum_micro
-            .fetch_add((v * 1e6) as u64, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn write(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (bound, bucket) in self.bounds.iter().zip(&self.buckets) {
-            cumulative += bucket.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
-        }
-        let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let sum = self.sum_micro.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
-    }
-}
-
 /// How a statement ended.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Outcome {
-    Ok = 0,
-    Error = 1,
-    Canceled = 2,
+    Ok,
+    Error,
+    Canceled,
 }
 
-const OUTCOMES: [&str; 3] = ["ok", "error", "canceled"];
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Canceled => "canceled",
+        }
+    }
+}
 
-/// Counters of one host.
+/// One label: its name and value.
+type Label<V> = [(&'static str, V); 1];
+
+/// The host's metrics: each is registered once in `registry`, which the scrape
+/// encodes; the fields are the handles that count.
 pub(crate) struct Metrics {
-    connections: AtomicU64,
-    refused: AtomicU64,
-    auth_failures: AtomicU64,
-    statements: [AtomicU64; 3],
-    latency: Histogram<12>,
-    bytes_read: AtomicU64,
-    row_groups_considered: AtomicU64,
-    row_groups_pruned: AtomicU64,
-    pages_considered: AtomicU64,
-    pages_skipped: AtomicU64,
-    rows_decoded: AtomicU64,
-    rows_emitted: AtomicU64,
-    ring_wait_us: AtomicU64,
-    plan_hits: AtomicU64,
-    result_hits: AtomicU64,
-    from_statistics: AtomicU64,
-    selectivity: Histogram<7>,
-    pruning: Histogram<7>,
+    registry: Registry,
+    connections: Counter,
+    refused: Counter,
+    auth_failures: Counter,
+    open: Gauge<i64, AtomicI64>,
+    statements: Family<Label<&'static str>, Counter>,
+    latency: Histogram,
+    bytes_read: Counter,
+    row_groups_considered: Counter,
+    row_groups_pruned: Family<Label<&'static str>, Counter>,
+    pages_considered: Counter,
+    pages_skipped: Counter,
+    rows_decoded: Counter,
+    rows_emitted: Counter,
+    ring_wait: Counter<f64, AtomicU64>,
+    ring_blocked_waits: Counter,
+    plan_hits: Counter,
+    result_hits: Counter,
+    generic_plans: Counter,
+    from_statistics: Counter,
+    selectivity: Histogram,
+    pruning: Histogram,
+    daemon_events: Family<Label<String>, Counter>,
+    daemon_cache: Family<Label<&'static str>, Gauge<i64, AtomicI64>>,
 }
 
 impl Metrics {
     pub(crate) fn new() -> Self {
-        let zero = || AtomicU64::new(0);
+        let mut registry = Registry::with_prefix("ringscan");
+        let mut counter = |name: &str, help: &str| {
+            let c = Counter::default();
+            registry.register(name, help, c.clone());
+            c
+        };
+        let connections = counter("connections", "Connections accepted.");
+        let refused = counter(
+            "connections_refused",
+            "Connections refused past --max-connections.",
+        );
+        let auth_failures = counter("authentication_failures", "Wrong passwords.");
+        let bytes_read = counter("scan_bytes_read", "Bytes the daemon read for scans.");
+        let row_groups_considered = counter(
+            "scan_row_groups_considered",
+            "Row groups the scans considered.",
+        );
+        let pages_considered = counter("scan_pages_considered", "Pages the scans considered.");
+        let pages_skipped = counter("scan_pages_skipped", "Pages skipped by the page index.");
+        let rows_decoded = counter("scan_rows_decoded", "Rows decoded.");
+        let rows_emitted = counter("scan_rows_emitted", "Rows that passed the scans' filters.");
+        let ring_blocked_waits = counter(
+            "scan_ring_blocked_waits",
+            "Times the daemon found the ring full and waited.",
+        );
+        let plan_hits = counter("plan_cache_hits", "Statements planned from the plan cache.");
+        let result_hits = counter(
+            "result_cache_hits",
+            "Statements answered from the result cache.",
+        );
+        let generic_plans = counter(
+            "generic_plan_runs",
+            "Statements with parameters run on their generic physical plan.",
+        );
+        let from_statistics = counter(
+            "statistics_answers",
+            "Statements answered from footer statistics alone.",
+        );
+        let open = Gauge::default();
+        registry.register("connections_open", "Connections open now.", open.clone());
+        let statements = Family::default();
+        registry.register(
+            "statements",
+            "Statements run on the engine, by outcome.",
+            statements.clone(),
+        );
+        let row_groups_pruned = Family::default();
+        registry.register(
+            "scan_row_groups_pruned",
+            "Row groups pruned, by what pruned them (statistics, bloom filters, page \
+             indexes, dynamic filters).",
+            row_groups_pruned.clone(),
+        );
+        let ring_wait = Counter::default();
+        registry.register_with_unit(
+            "scan_ring_wait",
+            "Time the daemon waited for room in the rings.",
+            Unit::Seconds,
+            ring_wait.clone(),
+        );
+        let latency = Histogram::new(LATENCY_BOUNDS);
+        registry.register_with_unit(
+            "statement_duration",
+            "Statement latency on the engine.",
+            Unit::Seconds,
+            latency.clone(),
+        );
+        let selectivity = Histogram::new(RATIO_BOUNDS);
+        registry.register(
+            "scan_selectivity",
+            "Rows emitted over rows decoded, per statement.",
+            selectivity.clone(),
+        );
+        let pruning = Histogram::new(RATIO_BOUNDS);
+        registry.register(
+            "scan_row_group_pruning_rate",
+            "Row groups pruned over row groups considered, per statement.",
+            pruning.clone(),
+        );
+        let daemon_events = Family::default();
+        registry.register(
+            "daemon_scan_events",
+            "The daemon's counters over its scans, by event (perf events where the \
+             kernel counts them: task-clock in nanoseconds, page-faults, \
+             context-switches...).",
+            daemon_events.clone(),
+        );
+        let daemon_cache = Family::default();
+        registry.register(
+            "daemon_metadata_cache",
+            "The daemon's footer and page-index cache as its last scan reported it \
+             (hits and misses since the daemon started, entries and bytes now).",
+            daemon_cache.clone(),
+        );
         Self {
-            connections: zero(),
-            refused: zero(),
-            auth_failures: zero(),
-            statements: std::array::from_fn(|_| zero()),
-            latency: Histogram::new(LATENCY_BOUNDS),
-            bytes_read: zero(),
-            row_groups_considered: zero(),
-            row_groups_pruned: zero(),
-            pages_considered: zero(),
-            pages_skipped: zero(),
-            rows_decoded: zero(),
-            rows_emitted: zero(),
-            ring_wait_us: zero(),
-            plan_hits: zero(),
-            result_hits: zero(),
-            from_statistics: zero(),
-            selectivity: Histogram::new(RATIO_BOUNDS),
-            pruning: Histogram::new(RATIO_BOUNDS),
+            registry,
+            connections,
+            refused,
+            auth_failures,
+            open,
+            statements,
+            latency,
+            bytes_read,
+            row_groups_considered,
+            row_groups_pruned,
+            pages_considered,
+            pages_skipped,
+            rows_decoded,
+            rows_emitted,
+            ring_wait,
+            ring_blocked_waits,
+            plan_hits,
+            result_hits,
+            generic_plans,
+            from_statistics,
+            selectivity,
+            pruning,
+            daemon_events,
+            daemon_cache,
         }
     }
 
     pub(crate) fn connection(&self) {
-        self.connections.fetch_add(1, Ordering::Relaxed);
+        self.connections.inc();
     }
 
     pub(crate) fn refused(&self) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.refused.inc();
     }
 
     pub(crate) fn auth_failure(&self) {
-        self.auth_failures.fetch_add(1, Ordering::Relaxed);
+        self.auth_failures.inc();
     }
 
     /// One statement that ran on the engine, `seconds` long.
     pub(crate) fn statement(&self, outcome: Outcome, seconds: f64, query: Option<&QueryOutcome>) {
-        self.statements[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        self.statements
+            .get_or_create(&[("outcome", outcome.label())])
+            .inc();
         self.latency.observe(seconds);
         let Some(q) = query else {
             return;
         };
-        let add = |c: &AtomicU64, v: u64| {
-            c.fetch_add(v, Ordering::Relaxed);
-        };
-        add(&self.plan_hits, u64::from(q.plan_hit));
-        add(&self.result_hits, u64::from(q.result_hit));
-        add(&self.from_statistics, u64::from(q.from_statistics));
+        self.plan_hits.inc_by(u64::from(q.plan_hit));
+        self.result_hits.inc_by(u64::from(q.result_hit));
+        self.generic_plans.inc_by(u64::from(q.generic_plan));
+        self.from_statistics.inc_by(u64::from(q.from_statistics));
         let Some(s) = &q.scan else {
             return;
         };
-        add(&self.bytes_read, s.bytes_read);
-        add(&self.row_groups_considered, s.row_groups_considered);
-        add(&self.row_groups_pruned, s.row_groups_pruned);
-        add(&self.pages_considered, s.pages_considered);
-        add(&self.pages_skipped, s.pages_skipped);
-        add(&self.rows_decoded, s.rows_decoded);
-        add(&self.rows_emitted, s.rows_emitted);
-        add(&self.ring_wait_us, s.timings.ring_wait_us);
+        self.bytes_read.inc_by(s.bytes_read);
+        self.row_groups_considered.inc_by(s.row_groups_considered);
+        for (by, n) in [
+            ("statistics", s.row_groups_pruned_by_stats),
+            ("bloom_filter", s.row_groups_pruned_by_bloom),
+            ("page_index", s.row_groups_pruned_by_page_index),
+            ("dynamic_filter", s.row_groups_pruned_by_dynamic_filter),
+        ] {
+            if n > 0 {
+                self.row_groups_pruned
+                    .get_or_create(&[("by", by)])
+                    .inc_by(n);
+            }
+        }
+        self.pages_considered.inc_by(s.pages_considered);
+        self.pages_skipped.inc_by(s.pages_skipped);
+        self.rows_decoded.inc_by(s.rows_decoded);
+        self.rows_emitted.inc_by(s.rows_emitted);
+        self.ring_wait.inc_by(s.timings.ring_wait_us as f64 / 1e6);
         if s.rows_decoded > 0 {
             self.selectivity
                 .observe(s.rows_emitted as f64 / s.rows_decoded as f64);
@@ -159,118 +250,51 @@ impl Metrics {
             self.pruning
                 .observe(s.row_groups_pruned as f64 / s.row_groups_considered as f64);
         }
+        self.daemon_counters(&s.counters);
     }
 
-    /// The exposition, with `open` connections now.
-    pub(crate) fn render(&self, open: u64) -> String {
-        let mut out = String::new();
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        };
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        counter(
-            "ringscan_connections_total",
-            "Connections accepted.",
-            get(&self.connections),
-        );
-        counter(
-            "ringscan_connections_refused_total",
-            "Connections refused past --max-connections.",
-            get(&self.refused),
-        );
-        counter(
-            "ringscan_authentication_failures_total",
-            "Wrong passwords.",
-            get(&self.auth_failures),
-        );
-        counter(
-            "ringscan_scan_bytes_read_total",
-            "Bytes the daemon read for scans.",
-            get(&self.bytes_read),
-        );
-        counter(
-            "ringscan_scan_row_groups_considered_total",
-            "Row groups the scans considered.",
-            get(&self.row_groups_considered),
-        );
-        counter(
-            "ringscan_scan_row_groups_pruned_total",
-            "Row groups pruned (statistics, bloom filters, page indexes).",
-            get(&self.row_groups_pruned),
-        );
-        counter(
-            "ringscan_scan_pages_considered_total",
-            "Pages the scans considered.",
-            get(&self.pages_considered),
-        );
-        counter(
-            "ringscan_scan_pages_skipped_total",
-            "Pages skipped by the page index.",
-            get(&self.pages_skipped),
-        );
-        counter(
-            "ringscan_scan_rows_decoded_total",
-            "Rows decoded.",
-            get(&self.rows_decoded),
-        );
-        counter(
-            "ringscan_scan_rows_emitted_total",
-            "Rows that passed the scans' filters.",
-            get(&self.rows_emitted),
-        );
-        counter(
-            "ringscan_scan_ring_wait_microseconds_total",
-            "Time the daemon waited for room in the rings.",
-            get(&self.ring_wait_us),
-        );
-        counter(
-            "ringscan_plan_cache_hits_total",
-            "Statements planned from the plan cache.",
-            get(&self.plan_hits),
-        );
-        counter(
-            "ringscan_result_cache_hits_total",
-            "Statements answered from the result cache.",
-            get(&self.result_hits),
-        );
-        counter(
-            "ringscan_statistics_answers_total",
-            "Statements answered from footer statistics alone.",
-            get(&self.from_statistics),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP ringscan_connections_open Connections open now.\n# TYPE ringscan_connections_open gauge\nringscan_connections_open {open}"
-        );
-        let _ = writeln!(
-            out,
-            "# HELP ringscan_statements_total Statements run on the engine, by outcome.\n# TYPE ringscan_statements_total counter"
-        );
-        for (name, c) in OUTCOMES.iter().zip(&self.statements) {
-            let _ = writeln!(
-                out,
-                "ringscan_statements_total{{outcome=\"{name}\"}} {}",
-                get(c)
-            );
+    /// The daemon's counters of one scan (`ScanSummary::counters`, as its scan
+    /// thread recorded them): the measured events add up, the cache's figures are
+    /// the latest.
+    fn daemon_counters(&self, counters: &serde_json::Value) {
+        if let Some(values) = counters["scan"]["values"].as_array() {
+            for v in values {
+                if v["measured"].as_bool() != Some(true) {
+                    continue;
+                }
+                if let (Some(event), Some(n)) = (v["kind"].as_str(), v["value"].as_u64()) {
+                    self.daemon_events
+                        .get_or_create(&[("event", event.to_owned())])
+                        .inc_by(n);
+                }
+            }
         }
-        self.latency.write(
-            &mut out,
-            "ringscan_statement_duration_seconds",
-            "Statement latency on the engine.",
-        );
-        self.selectivity.write(
-            &mut out,
-            "ringscan_scan_selectivity",
-            "Rows emitted over rows decoded, per statement.",
-        );
-        self.pruning.write(
-            &mut out,
-            "ringscan_scan_row_group_pruning_rate",
-            "Row groups pruned over row groups considered, per statement.",
-        );
+        if let Some(n) = counters["ring_blocked_waits"].as_u64() {
+            self.ring_blocked_waits.inc_by(n);
+        }
+        let cache = &counters["metadata_cache"];
+        for key in [
+            "hits",
+            "misses",
+            "entries",
+            "bytes",
+            "page_index_hits",
+            "page_index_misses",
+        ] {
+            if let Some(n) = cache[key].as_u64() {
+                self.daemon_cache
+                    .get_or_create(&[("figure", key)])
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// The exposition (OpenMetrics text), with `open` connections now.
+    pub(crate) fn render(&self, open: u64) -> String {
+        self.open.set(i64::try_from(open).unwrap_or(i64::MAX));
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
         out
     }
 }
@@ -308,7 +332,7 @@ pub(crate) async fn serve(
                 (Some("GET"), Some("/metrics")) => {
                     let body = metrics.render(open());
                     format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                         body.len()
                     )
                 }
