@@ -616,13 +616,14 @@ fn metrics_count_connections_statements_and_what_scans_read() {
         s.read_to_string(&mut body).expect("response");
         body
     };
-    let body = scrape();
-    let value = |name: &str| -> f64 {
+    let value_in = |body: &str, name: &str| -> f64 {
         body.lines()
             .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no {name} in:\n{body}"))
     };
+    let body = scrape();
+    let value = |name: &str| value_in(&body, name);
     assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
     assert_eq!(value("ringscan_connections_total"), 2.0);
     assert_eq!(value("ringscan_statements_total{outcome=\"ok\"}"), 1.0);
@@ -638,6 +639,21 @@ fn metrics_count_connections_statements_and_what_scans_read() {
     assert_eq!(value("ringscan_connections_open"), 0.0);
     // OpenMetrics' terminator: a scraper knows it read the whole exposition.
     assert!(body.trim_end().ends_with("# EOF"), "{body}");
+    // A session's second run of a statement is answered from its result cache,
+    // unless ringscan.result_cache is off.
+    assert_eq!(value("ringscan_result_cache_hits_total"), 0.0);
+    let grouped = "SELECT symbol, max(close) FROM ohlcv WHERE volume > 1000 GROUP BY symbol";
+    let (ok, _, err) = host.psql(&format!(
+        "SET ringscan.result_cache = off; {grouped}; {grouped}"
+    ));
+    assert!(ok, "{err}");
+    let hits = |body: &str| value_in(body, "ringscan_result_cache_hits_total");
+    assert_eq!(hits(&scrape()), 0.0);
+    let (ok, _, err) = host.psql(&format!("{grouped}; {grouped}"));
+    assert!(ok, "{err}");
+    assert_eq!(hits(&scrape()), 1.0);
+    let (ok, _, _) = host.psql("SET ringscan.result_cache = maybe");
+    assert!(!ok, "a value that is neither on nor off is refused");
 }
 
 #[test]

@@ -379,8 +379,9 @@ impl Connection {
             })
         });
         let stop = interrupt.clone();
+        let use_cache = !catalog && self.settings().result_cache();
         let work = self.with_session(move |session| {
-            let outcome = session.query_until(&sql, params, !catalog, &interrupt);
+            let outcome = session.query_until(&sql, params, use_cache, &interrupt);
             if catalog {
                 // The catalog is computed when scanned: its plans must not outlive
                 // the tables they listed.

@@ -143,6 +143,12 @@ const KNOWN: &[Known] = &[
         name: "row_security",
         default: "on",
     },
+    // ringscan's own: off, each statement runs on the engine even when the result of
+    // the same statement over the same files is cached (benchmarks, checks).
+    Known {
+        name: "ringscan.result_cache",
+        default: "on",
+    },
 ];
 
 fn known(name: &str) -> Option<&'static Known> {
@@ -180,6 +186,8 @@ pub(crate) struct Settings {
     /// Values the client sent in its startup message: what `RESET` goes back to.
     startup: BTreeMap<&'static str, String>,
     statement_timeout: Option<Duration>,
+    /// `ringscan.result_cache = off`.
+    no_result_cache: bool,
 }
 
 impl Settings {
@@ -238,8 +246,10 @@ impl Settings {
                 Some(v) => return self.set(name, Some(&v)),
                 None => {
                     self.values.remove(name);
-                    if name == "statement_timeout" {
-                        self.statement_timeout = None;
+                    match name {
+                        "statement_timeout" => self.statement_timeout = None,
+                        "ringscan.result_cache" => self.no_result_cache = false,
+                        _ => {}
                     }
                     return Ok(());
                 }
@@ -294,6 +304,13 @@ impl Settings {
                     duration_ms(value).ok_or_else(|| invalid(": a duration such as 500, '5s'"))?;
                 self.statement_timeout = (!timeout.is_zero()).then_some(timeout);
             }
+            "ringscan.result_cache" => {
+                self.no_result_cache = match value.to_ascii_lowercase().as_str() {
+                    "on" | "true" | "1" | "yes" => false,
+                    "off" | "false" | "0" | "no" => true,
+                    _ => return Err(invalid(": on or off")),
+                };
+            }
             _ => {}
         }
         self.values.insert(name, value.to_owned());
@@ -310,6 +327,7 @@ impl Settings {
     pub(crate) fn reset_all(&mut self) {
         self.values.clear();
         self.statement_timeout = None;
+        self.no_result_cache = false;
         let startup = std::mem::take(&mut self.startup);
         for (name, value) in &startup {
             // Startup values were checked when they were taken.
@@ -334,6 +352,11 @@ impl Settings {
         let mut all: Vec<_> = KNOWN.iter().map(|k| (k.name, self.get(k.name))).collect();
         all.sort_by_key(|(name, _)| name.to_ascii_lowercase());
         all
+    }
+
+    /// Whether statements may be answered from (and fill) the result cache.
+    pub(crate) fn result_cache(&self) -> bool {
+        !self.no_result_cache
     }
 
     /// `statement_timeout`, when one is set.
