@@ -116,7 +116,7 @@ pub fn zoned_batches(
 
 /// The offset as DuckDB prints it after a `TIMESTAMPTZ`: `+00`, `+02`, `+05:30`,
 /// `-03:30`, `+00:53:28`.
-pub(crate) fn format_offset(seconds_east: i32) -> String {
+pub fn format_offset(seconds_east: i32) -> String {
     let sign = if seconds_east < 0 { '-' } else { '+' };
     let s = seconds_east.unsigned_abs();
     let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
@@ -129,7 +129,7 @@ pub(crate) fn format_offset(seconds_east: i32) -> String {
 
 /// The offset from UTC of `zone` at the instant `ts_us` (microseconds since the epoch),
 /// in seconds east.
-pub(crate) fn offset_at(zone: &Tz, ts_us: i64) -> i32 {
+pub fn offset_at(zone: &Tz, ts_us: i64) -> i32 {
     chrono::DateTime::from_timestamp_micros(ts_us).map_or(0, |utc| {
         zone.offset_from_utc_datetime(&utc.naive_utc())
             .fix()

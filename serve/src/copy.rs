@@ -13,7 +13,7 @@ use pgwire::api::results::CopyResponse;
 use pgwire::error::PgWireResult;
 use pgwire::messages::copy::CopyData;
 
-use crate::text::text;
+use crate::encode::Column;
 
 /// A `COPY ... TO STDOUT`: the query whose rows go out and how they are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,17 +166,36 @@ impl CopyOut {
         let mut out: Vec<PgWireResult<CopyData>> = Vec::new();
         let mut pending = BytesMut::new();
         if self.header {
-            let cells: Vec<Option<String>> = names.iter().map(|n| Some(n.clone())).collect();
-            self.line(&cells, &mut pending);
+            self.line(names.iter().map(|n| Some(n.as_str())), &mut pending);
         }
+        // Each row's values in text, one after another, and where each ends.
+        let mut values = BytesMut::new();
+        let mut ends: Vec<Option<usize>> = Vec::new();
         for batch in batches {
+            let columns: Vec<Column<'_>> = batch
+                .columns()
+                .iter()
+                .map(|c| Column::new(c.as_ref(), false))
+                .collect();
             for i in 0..batch.num_rows() {
-                let cells: Vec<Option<String>> = batch
-                    .columns()
-                    .iter()
-                    .map(|c| text(c.as_ref(), i))
-                    .collect();
-                self.line(&cells, &mut pending);
+                values.clear();
+                ends.clear();
+                for c in &columns {
+                    ends.push((!c.is_null(i)).then(|| {
+                        c.put_value(i, &mut values);
+                        values.len()
+                    }));
+                }
+                let mut start = 0;
+                let cells = ends.iter().map(|end| {
+                    end.map(|end| {
+                        let cell = &values[start..end];
+                        start = end;
+                        // Text values are UTF-8 (strings as stored, the rest ASCII).
+                        std::str::from_utf8(cell).unwrap_or_default()
+                    })
+                });
+                self.line(cells, &mut pending);
                 out.push(Ok(CopyData::new(pending.split().freeze())));
             }
         }
@@ -187,10 +206,10 @@ impl CopyOut {
         CopyResponse::new(0, names.len(), stream::iter(out))
     }
 
-    fn line(&self, cells: &[Option<String>], out: &mut BytesMut) {
+    fn line<'a>(&self, cells: impl Iterator<Item = Option<&'a str>>, out: &mut BytesMut) {
         let mut buf = [0u8; 4];
         let delimiter = self.delimiter.encode_utf8(&mut buf).as_bytes();
-        for (i, cell) in cells.iter().enumerate() {
+        for (i, cell) in cells.enumerate() {
             if i > 0 {
                 out.put_slice(delimiter);
             }
@@ -300,8 +319,7 @@ mod tests {
 
     fn lines(copy: &CopyOut, cells: &[Option<&str>]) -> String {
         let mut out = BytesMut::new();
-        let cells: Vec<Option<String>> = cells.iter().map(|c| c.map(String::from)).collect();
-        copy.line(&cells, &mut out);
+        copy.line(cells.iter().copied(), &mut out);
         String::from_utf8(out.to_vec()).expect("utf8")
     }
 

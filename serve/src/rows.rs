@@ -13,8 +13,8 @@ use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 use pgwire::messages::data::DataRow;
 
-use crate::binary;
-use crate::text::{pg_type, text};
+use crate::encode::Column;
+use crate::text::pg_type;
 
 /// The column name PostgreSQL would give: DataFusion names an unnamed expression by
 /// its text (`count(*)`, `Int64(1)`, `a + Int64(1)`), PostgreSQL by the function it
@@ -138,25 +138,46 @@ pub(crate) fn format_for(formats: &Format, i: usize) -> FieldFormat {
     }
 }
 
-/// The rows of `batches` under `fields` (one per column, in order).
+/// The rows of `batches` under `fields` (one per column, in order), written a batch at
+/// a time as the client's connection takes them.
 pub(crate) fn response(fields: Vec<FieldInfo>, batches: &[RecordBatch]) -> QueryResponse {
     let binary: Vec<bool> = fields
         .iter()
         .map(|f| f.format() == FieldFormat::Binary)
         .collect();
-    let mut rows: Vec<PgWireResult<DataRow>> =
-        Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
-    for batch in batches {
-        let columns = batch.columns();
-        for i in 0..batch.num_rows() {
-            let mut data = BytesMut::with_capacity(16 * columns.len());
-            for (c, column) in columns.iter().enumerate() {
-                cell(column.as_ref(), i, binary[c], &mut data);
-            }
-            rows.push(Ok(DataRow::new(data, columns.len() as i16)));
-        }
-    }
+    let rows = batches
+        .to_vec()
+        .into_iter()
+        .flat_map(move |batch| data_rows(&batch, &binary))
+        .map(Ok);
     QueryResponse::new(Arc::new(fields), stream::iter(rows))
+}
+
+/// Bytes the rows of a batch are written into before the buffer is renewed: each row
+/// is split off it, sharing its allocation.
+const ROW_BUFFER: usize = 64 << 10;
+
+/// The data rows of `batch`, column `c` in binary where `binary[c]`.
+fn data_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> {
+    let columns: Vec<Column<'_>> = batch
+        .columns()
+        .iter()
+        .zip(binary)
+        .map(|(c, &binary)| Column::new(c.as_ref(), binary))
+        .collect();
+    let count = i16::try_from(columns.len()).unwrap_or(i16::MAX);
+    let mut buf = BytesMut::new();
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        if buf.capacity() - buf.len() < ROW_BUFFER / 16 {
+            buf.reserve(ROW_BUFFER);
+        }
+        for column in &columns {
+            column.put(i, &mut buf);
+        }
+        rows.push(DataRow::new(buf.split(), count));
+    }
+    rows
 }
 
 /// Rows of text cells (`SHOW`, `EXPLAIN`): one per line of `lines`, each a row of its
@@ -175,25 +196,6 @@ pub(crate) fn text_response(fields: Vec<FieldInfo>, lines: &[Vec<String>]) -> Qu
         })
         .collect();
     QueryResponse::new(Arc::new(fields), stream::iter(rows))
-}
-
-/// One value: its length, then its bytes (-1 and nothing for NULL).
-fn cell(a: &dyn arrow_array::Array, i: usize, binary: bool, out: &mut BytesMut) {
-    if a.is_null(i) {
-        out.put_i32(-1);
-        return;
-    }
-    let at = out.len();
-    out.put_i32(0);
-    let written = binary && binary::write(a, i, out).is_some();
-    if !written {
-        out.truncate(at + 4);
-        if let Some(t) = text(a, i) {
-            out.put_slice(t.as_bytes());
-        }
-    }
-    let len = out.len() - at - 4;
-    out[at..at + 4].copy_from_slice(&(len as i32).to_be_bytes());
 }
 
 fn put_len(out: &mut BytesMut, len: usize) {
