@@ -545,7 +545,7 @@ impl Outcome {
                 }
                 let result = &outcome.result;
                 let fields = rows::fields(&result.schema, formats);
-                let mut r = rows::response(fields, &result.batches);
+                let mut r = rows::response(fields, result.batches.clone());
                 r.set_command_tag("SELECT");
                 Response::Query(r)
             }

@@ -140,13 +140,12 @@ pub(crate) fn format_for(formats: &Format, i: usize) -> FieldFormat {
 
 /// The rows of `batches` under `fields` (one per column, in order), written a batch at
 /// a time as the client's connection takes them.
-pub(crate) fn response(fields: Vec<FieldInfo>, batches: &[RecordBatch]) -> QueryResponse {
+pub(crate) fn response(fields: Vec<FieldInfo>, batches: Vec<RecordBatch>) -> QueryResponse {
     let binary: Vec<bool> = fields
         .iter()
         .map(|f| f.format() == FieldFormat::Binary)
         .collect();
     let rows = batches
-        .to_vec()
         .into_iter()
         .flat_map(move |batch| data_rows(&batch, &binary))
         .map(Ok);
