@@ -240,3 +240,63 @@ fn rings_are_bounded_by_the_daemons_shared_memory_budget() {
     let _ = ringscan(&["daemon", "stop", "--data", data.to_str().expect("utf8")]);
     let _ = daemon.wait();
 }
+
+/// A host's sessions each keep their last scan's ring for their next one (and a
+/// 16-client soak of `ringscan serve` ran the budget out: clients were told "busy"
+/// while every ring sat idle). A scan that finds the budget taken has the idle
+/// connections give their rings up and waits for the room; their clients scan again
+/// on a new connection.
+#[test]
+fn idle_kept_rings_are_given_up_for_a_scan_that_needs_the_budget() {
+    use ringscan_ipc::client::DaemonClient;
+    use ringscan_ipc::msg::{ScanRequest, ScanSource};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    write_wide_table(&data, 3000, 500);
+    let log = File::create(dir.path().join("daemon.log")).expect("log");
+    // Room for one 4 MiB ring and not for a second.
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_ringscan"))
+        .args(["daemon", "run", "--data", data.to_str().expect("utf8")])
+        .args(["--ring-budget-mib", "6"])
+        .env_remove("RINGSCAN_DATA")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log.try_clone().expect("log"))
+        .spawn()
+        .expect("daemon run");
+    let _guard = DaemonGuard(&data);
+    let socket = ringscan_ipc::client::socket_path(&data);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let connect = || loop {
+        match DaemonClient::connect(&socket) {
+            Ok(c) => return c,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no daemon: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    let mut request = ScanRequest::new(ScanSource::Table {
+        name: "wide".into(),
+    });
+    request.ring_capacity_bytes = 4 << 20;
+    let scan = |client: &DaemonClient| -> u64 {
+        let mut stream = client.scan(&request).expect("scan");
+        let mut rows = 0;
+        while let Some(batch) = stream.next_batch().expect("batch") {
+            rows += batch.num_rows() as u64;
+        }
+        stream.finish().expect("summary");
+        rows
+    };
+    let (a, b) = (connect(), connect());
+    // a's scan ends and keeps its connection and ring; b's needs a's ring.
+    assert_eq!(scan(&a), 3000);
+    assert_eq!(scan(&b), 3000);
+    // Now a's kept connection is gone and b keeps the ring: a scans again on a new one.
+    assert_eq!(scan(&a), 3000);
+    assert_eq!(scan(&b), 3000);
+    let _ = ringscan(&["daemon", "stop", "--data", data.to_str().expect("utf8")]);
+    let _ = daemon.wait();
+}

@@ -282,6 +282,12 @@ pub(crate) struct Shared {
     connections: Mutex<HashMap<u64, Connection>>,
     /// Connections closed for waiting idle.
     pub(crate) idle_closed: AtomicU64,
+    /// Raised by a scan that found the rings' budget taken: the connections waiting
+    /// idle between scans with a ring kept for their next one close (their rings go),
+    /// those that went idle before the raise. See `scan::ring_capacity`.
+    pub(crate) reclaim_rings: AtomicU64,
+    /// Kept rings given up that way.
+    pub(crate) rings_reclaimed: AtomicU64,
     /// The scans' read-ahead shares of the memory budget.
     pub(crate) memory: budget::ScanMemory,
     last_activity: Mutex<Instant>,
@@ -466,9 +472,11 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         idle_exit: AtomicBool::new(false),
         connections: Mutex::new(HashMap::new()),
         idle_closed: AtomicU64::new(0),
+        reclaim_rings: AtomicU64::new(0),
+        rings_reclaimed: AtomicU64::new(0),
         memory: budget::ScanMemory::new(plan),
         last_activity: Mutex::new(Instant::now()),
-        rings: rings::RingStock::start(),
+        rings: rings::RingStock::start(ring_budget),
         ring_budget,
         threads: pool::ThreadPool::default(),
         exe: ExeIdentity::now(),

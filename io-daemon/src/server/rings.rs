@@ -100,8 +100,9 @@ impl std::fmt::Debug for RingStock {
 
 impl RingStock {
     /// Starts the stock's thread; without one (spawn failed) every ring is made on
-    /// demand and dropped in place.
-    pub(crate) fn start() -> Self {
+    /// demand and dropped in place. Rings are made ahead only within `budget` (see
+    /// [`refill`]), so that a ready ring never takes the room a scan needs.
+    pub(crate) fn start(budget: u64) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let (jobs, rx) = crossbeam_channel::bounded::<Job>(JOB_QUEUE);
         let thread_state = Arc::clone(&state);
@@ -111,7 +112,7 @@ impl RingStock {
                 for job in rx {
                     match job {
                         Job::Retire(producer) => drop(producer),
-                        Job::Refill => refill(&thread_state),
+                        Job::Refill => refill(&thread_state, budget),
                         Job::Stop => break,
                     }
                 }
@@ -122,6 +123,18 @@ impl RingStock {
             jobs,
             thread: Mutex::new(thread),
         }
+    }
+
+    /// Drops the ready rings: a scan needs their room.
+    pub(crate) fn drop_ready(&self) {
+        let ready = std::mem::take(
+            &mut self
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .ready,
+        );
+        drop(ready);
     }
 
     /// A started ring for a stream of `schema`: a ready one of the same capacity, or a
@@ -189,8 +202,9 @@ impl Drop for RingStock {
     }
 }
 
-/// Makes rings (outside the lock) until [`READY`] are ready for each wanted capacity.
-fn refill(state: &Mutex<State>) {
+/// Makes rings (outside the lock) until [`READY`] are ready for each wanted capacity,
+/// as long as the rings alive leave half of `budget` free after the new one.
+fn refill(state: &Mutex<State>, budget: u64) {
     loop {
         let options = {
             let state = state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -203,6 +217,10 @@ fn refill(state: &Mutex<State>) {
                 None => return,
             }
         };
+        let after = ringscan_ipc::live_ring_bytes() + options.capacity_bytes() as u64 + 4096;
+        if after > budget / 2 {
+            return;
+        }
         let Ok(ring) = FreshRing::create(&unique_name(ringscan_ipc::RING_PREFIX), &options, 0)
         else {
             return; // the scan that needs one makes it and reports the error
