@@ -90,6 +90,25 @@ pub const DEFAULT_PREFETCH_ROW_GROUPS: usize = 2;
 /// Decoded bytes (estimated) in flight at most, unless one row group alone is larger.
 pub const DEFAULT_PREFETCH_BYTES: usize = 256 << 20;
 
+/// What tells a running scan to stop (see [`ScanSpec::cancel`]). Checked by the scan's
+/// threads between row groups and pages, so cheap to ask.
+pub trait Cancel: Sync {
+    /// Whether the scan should stop now.
+    fn cancelled(&self) -> bool;
+}
+
+impl std::fmt::Debug for dyn Cancel + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("dyn Cancel")
+    }
+}
+
+impl Cancel for AtomicBool {
+    fn cancelled(&self) -> bool {
+        self.load(Ordering::Relaxed)
+    }
+}
+
 /// What to scan. Build with [`ScanSpec::new`] and the `with_*` setters.
 #[derive(Debug, Clone, Copy)]
 pub struct ScanSpec<'a> {
@@ -125,8 +144,9 @@ pub struct ScanSpec<'a> {
     pub distinct: bool,
     /// Consulted before scheduling each row group, for pruning only.
     pub dynamic_filter: Option<&'a DynamicFilter>,
-    /// Raised by the caller to stop the scan ([`ScanError::Cancelled`]).
-    pub cancel: Option<&'a AtomicBool>,
+    /// Says when the caller wants the scan stopped ([`ScanError::Cancelled`]): a flag
+    /// it raises, or anything else that can say so.
+    pub cancel: Option<&'a dyn Cancel>,
     /// How local files are read.
     pub io: IoMode,
     /// The types of the hive partition columns (the table's, from
@@ -230,7 +250,7 @@ impl<'a> ScanSpec<'a> {
     }
 
     /// Sets [`cancel`](Self::cancel).
-    pub fn with_cancel(mut self, cancel: Option<&'a AtomicBool>) -> Self {
+    pub fn with_cancel(mut self, cancel: Option<&'a dyn Cancel>) -> Self {
         self.cancel = cancel;
         self
     }
@@ -698,7 +718,7 @@ impl Coordinator<'_, '_> {
 
     fn check_cancel(&self) -> Result<(), ScanError> {
         match self.spec.cancel {
-            Some(c) if c.load(Ordering::Relaxed) => Err(ScanError::Cancelled),
+            Some(c) if c.cancelled() => Err(ScanError::Cancelled),
             _ => Ok(()),
         }
     }

@@ -57,39 +57,153 @@ struct ControlState {
 /// Runs the control loop on a pooled thread; the receiver says when it has returned.
 fn spawn_control(
     shared: &Arc<Shared>,
-    stream: UnixStream,
+    mut stream: UnixStream,
     state: Arc<ControlState>,
     activity: Arc<Activity>,
 ) -> io::Result<crossbeam_channel::Receiver<()>> {
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let thread_shared = Arc::clone(shared);
     shared.threads.execute("scan-control", move || {
-        control_loop(&thread_shared, stream, &state, &activity);
+        control_loop(&thread_shared, &mut stream, &state, &activity);
         let _ = done_tx.send(());
     })?;
     Ok(done_rx)
 }
 
+/// A scan runs this long before a control thread starts reading the client's frames
+/// (cancel, refine, close). A shorter scan (a point lookup) never has one: its
+/// connection's next request is read by the scan's own thread after the summary, one
+/// thread and one wake-up fewer on each query's path.
+const CONTROL_AFTER: Duration = Duration::from_millis(2);
+
+impl crate::scan::Cancel for Control {
+    fn cancelled(&self) -> bool {
+        Control::cancelled(self)
+    }
+}
+
+/// A scan's control state, and its control thread once the scan has run for
+/// [`CONTROL_AFTER`].
+struct Control {
+    shared: Arc<Shared>,
+    activity: Arc<Activity>,
+    state: Arc<ControlState>,
+    due: Instant,
+    thread: Mutex<ControlThread>,
+}
+
+/// Before the thread starts: the connection it will read. After: the channel that
+/// says it has returned.
+enum ControlThread {
+    Pending(Option<UnixStream>),
+    Running(crossbeam_channel::Receiver<()>),
+    /// It could not start: the scan goes on without hearing from the client.
+    None,
+}
+
+impl Control {
+    fn new(shared: &Arc<Shared>, activity: &Arc<Activity>, stream: &UnixStream) -> Self {
+        Self {
+            shared: Arc::clone(shared),
+            activity: Arc::clone(activity),
+            state: Arc::new(ControlState::default()),
+            due: Instant::now() + CONTROL_AFTER,
+            thread: Mutex::new(ControlThread::Pending(stream.try_clone().ok())),
+        }
+    }
+
+    /// Starts the control thread if the scan has run long enough, then says why the
+    /// scan should stop, if it should.
+    fn check(&self) -> Option<String> {
+        if Instant::now() >= self.due {
+            self.start();
+        }
+        stop_reason(&self.shared, &self.state)
+    }
+
+    fn start(&self) {
+        let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
+        let ControlThread::Pending(stream) = &mut *thread else {
+            return;
+        };
+        let started = match stream.take() {
+            Some(stream) => spawn_control(
+                &self.shared,
+                stream,
+                Arc::clone(&self.state),
+                Arc::clone(&self.activity),
+            ),
+            None => Err(io::Error::other("the connection could not be duplicated")),
+        };
+        *thread = match started {
+            Ok(done) => ControlThread::Running(done),
+            Err(e) => {
+                self.shared.log.line(&format!(
+                    "cannot start a scan's control thread (the scan goes on, deaf to \
+                     cancels): {e}"
+                ));
+                ControlThread::None
+            }
+        };
+    }
+
+    /// Whether the client cancelled (or left); starts the control thread when due, so
+    /// that a scan that runs long without sending a row still hears the client.
+    fn cancelled(&self) -> bool {
+        if Instant::now() >= self.due {
+            self.start();
+        }
+        self.state.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Ends the control thread's part: tells a running one to return (`done`) or
+    /// waits for it to see the next request (after `finished`), and says whether one
+    /// ran.
+    fn join(&self) -> bool {
+        let thread = std::mem::replace(
+            &mut *self.thread.lock().unwrap_or_else(PoisonError::into_inner),
+            ControlThread::None,
+        );
+        match thread {
+            ControlThread::Running(done) => {
+                // A closed channel means it has returned already.
+                let _ = done.recv();
+                true
+            }
+            ControlThread::Pending(_) | ControlThread::None => false,
+        }
+    }
+}
+
 fn control_loop(
     shared: &Shared,
-    mut stream: UnixStream,
+    stream: &mut UnixStream,
     state: &ControlState,
     activity: &Activity,
 ) {
     let _ = stream.set_read_timeout(Some(CONTROL_POLL));
-    let mut idle_since: Option<Instant> = None;
+    let mut idle_since: Option<(Instant, u64)> = None;
     while !state.done.load(Ordering::Acquire) {
         if state.finished.load(Ordering::Acquire) {
-            // Waiting for the session's next scan: not forever.
+            // Waiting for the session's next scan: not forever, and not holding a ring
+            // another scan needs.
             activity.idle();
-            let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= shared.config.session_idle_timeout {
-                shared.idle_closed.fetch_add(1, Ordering::Relaxed);
+            let (since, reclaim) = *idle_since.get_or_insert_with(|| {
+                (Instant::now(), shared.reclaim_rings.load(Ordering::Acquire))
+            });
+            let reclaimed = shared.reclaim_rings.load(Ordering::Acquire) != reclaim;
+            if reclaimed || since.elapsed() >= shared.config.session_idle_timeout {
+                let counter = if reclaimed {
+                    &shared.rings_reclaimed
+                } else {
+                    &shared.idle_closed
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
                 state.closed.store(true, Ordering::Release);
                 return;
             }
         }
-        match read_frame::<_, ClientMessage>(&mut stream) {
+        match read_frame::<_, ClientMessage>(stream) {
             Ok(Some(ClientMessage::Cancel)) => state.cancelled.store(true, Ordering::Release),
             Ok(Some(ClientMessage::Refine { predicate })) => match predicate.validate_tree() {
                 Ok(()) => state.refine.set(predicate),
@@ -263,6 +377,49 @@ pub(crate) fn serve(
     }
 }
 
+/// How long a scan waits for the rings kept by idle connections to be given up when
+/// the budget has no room for its own.
+const RECLAIM_WAIT: Duration = Duration::from_secs(2);
+
+/// The capacity of a new ring for a scan that asked for `asked` bytes, within the
+/// budget. When the budget is taken, the rings that idle connections keep for their
+/// next scan are given up (they see [`Shared::reclaim_rings`] within a control poll
+/// and close; their clients open a new connection for their next scan) and this scan
+/// waits for the room, up to [`RECLAIM_WAIT`]: busy only when running scans hold it.
+fn ring_capacity(shared: &Shared, asked: usize) -> Result<usize, String> {
+    let within = || {
+        super::rings::capacity_within(
+            asked,
+            shared.config.max_ring_bytes,
+            shared.ring_budget,
+            ringscan_ipc::live_ring_bytes(),
+        )
+    };
+    let first = within();
+    if first.is_ok() {
+        return first;
+    }
+    // The rings made ahead go first, then those kept idle.
+    shared.rings.drop_ready();
+    let second = within();
+    if second.is_ok() {
+        return second;
+    }
+    shared.log.line(&format!(
+        "the rings' budget is taken ({}): idle connections give up their kept rings",
+        first.as_ref().err().map_or("", String::as_str)
+    ));
+    shared.reclaim_rings.fetch_add(1, Ordering::AcqRel);
+    let deadline = Instant::now() + RECLAIM_WAIT;
+    loop {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = within();
+        if now.is_ok() || Instant::now() >= deadline {
+            return now;
+        }
+    }
+}
+
 /// A reused ring restarted for `schema`, or a ready one from the stock.
 fn ring_for(
     shared: &Shared,
@@ -316,12 +473,7 @@ fn serve_one(
     // daemon's shared-memory budget (it may come out smaller than asked).
     let capacity = match &kept {
         Some(p) if p.capacity_bytes() == request.ring_capacity_bytes => Ok(p.capacity_bytes()),
-        _ => super::rings::capacity_within(
-            request.ring_capacity_bytes,
-            shared.config.max_ring_bytes,
-            shared.ring_budget,
-            ringscan_ipc::live_ring_bytes(),
-        ),
+        _ => ring_capacity(shared, request.ring_capacity_bytes),
     };
     let capacity = match capacity {
         Ok(c) => c,
@@ -354,19 +506,7 @@ fn serve_one(
         return None;
     }
 
-    let control = Arc::new(ControlState::default());
-    let control_thread = stream
-        .try_clone()
-        .and_then(|clone| spawn_control(shared, clone, Arc::clone(&control), Arc::clone(activity)));
-    let control_thread = match control_thread {
-        Ok(t) => t,
-        Err(e) => {
-            let message = format!("cannot start the scan's control thread: {e}");
-            let _ = producer.fail(&message);
-            reply_error(&mut stream, message);
-            return None;
-        }
-    };
+    let control = Control::new(shared, activity, &stream);
     let result = match producer.wait_for_consumer() {
         Ok(()) => run_scan(
             shared,
@@ -378,7 +518,8 @@ fn serve_one(
         ),
         Err(e) => Err(chain(&e)),
     };
-    let bad_frame = control
+    let state = &control.state;
+    let bad_frame = state
         .bad_frame
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -387,16 +528,14 @@ fn serve_one(
     match (result, bad_frame) {
         (Ok(summary), None) => {
             // A consumer that cancelled or left makes finish fail: nothing to tell it.
-            let _ = producer.end_until(&mut || stop_reason(shared, &control));
+            let _ = producer.end_until(&mut || control.check());
             shared.log.line(&format!(
                 "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} ms{}",
                 summary.rows_emitted,
                 summary.bytes_read,
                 summary.files_considered,
                 summary.files_pruned,
-                if control.cancelled.load(Ordering::Acquire)
-                    || control.closed.load(Ordering::Acquire)
-                {
+                if state.cancelled.load(Ordering::Acquire) || state.closed.load(Ordering::Acquire) {
                     ", cancelled by the client"
                 } else {
                     ""
@@ -405,17 +544,20 @@ fn serve_one(
             drop(slot);
             // From here the control thread takes the client's next request (or sees it
             // close): set before the summary goes, which the client waits for first.
-            control.finished.store(true, Ordering::Release);
-            if control.closed.load(Ordering::Acquire)
+            state.finished.store(true, Ordering::Release);
+            if state.closed.load(Ordering::Acquire)
                 || write_frame(&mut stream, &DaemonMessage::Summary(summary)).is_err()
             {
-                control.done.store(true, Ordering::Release);
-                let _ = control_thread.recv();
+                state.done.store(true, Ordering::Release);
+                control.join();
                 shared.rings.retire(producer);
                 return None;
             }
-            let _ = control_thread.recv();
-            if let Some(message) = control
+            if !control.join() {
+                // No control thread: this one waits for the next request.
+                control_loop(shared, &mut stream, state, activity);
+            }
+            if let Some(message) = state
                 .bad_frame
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -426,7 +568,7 @@ fn serve_one(
                 shared.rings.retire(producer);
                 return None;
             }
-            let next = control
+            let next = state
                 .next
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -434,15 +576,14 @@ fn serve_one(
             Some((stream, producer, next))
         }
         (Err(message), _) | (Ok(_), Some(message)) => {
-            control.done.store(true, Ordering::Release);
+            state.done.store(true, Ordering::Release);
             shared.log.line(&format!(
                 "scan {source}: error after {elapsed_ms} ms: {message}"
             ));
-            let _ = producer.fail_until(&message, &mut || stop_reason(shared, &control));
+            let _ = producer.fail_until(&message, &mut || control.check());
             reply_error(&mut stream, message);
-            // The control loop sees `done` within one poll and returns (a closed
-            // channel means it has returned already).
-            let _ = control_thread.recv();
+            // The control loop sees `done` within one poll and returns.
+            control.join();
             None
         }
     }
@@ -510,9 +651,10 @@ fn run_scan(
     prepared: &Prepared,
     request: &ScanRequest,
     producer: &mut Producer,
-    control: &ControlState,
+    control: &Control,
     memory_bytes: u64,
 ) -> Result<ScanSummary, String> {
+    let state = &control.state;
     let spec = ScanSpec::new(&prepared.table.listing.root, &prepared.table.listing.files)
         .with_projection(Some(&prepared.projection))
         .with_predicate(request.predicate.as_ref())
@@ -520,8 +662,8 @@ fn run_scan(
         .with_offset(request.offset)
         .with_distinct(request.distinct)
         .with_batch_size(request.batch_size)
-        .with_dynamic_filter(Some(&control.refine))
-        .with_cancel(Some(&control.cancelled))
+        .with_dynamic_filter(Some(&state.refine))
+        .with_cancel(Some(control))
         .with_io(shared.config.io_mode)
         .with_prefetch(
             crate::scan::DEFAULT_PREFETCH_ROW_GROUPS,
@@ -537,7 +679,7 @@ fn run_scan(
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // Why to stop early: the client's cancel or close ends the stream normally (it
         // asked), the daemon stopping ends it with an error (the rows are not all there).
-        let stop_reason = || stop_reason(shared, control);
+        let stop_reason = || control.check();
         let stopped = |reason: String| {
             if reason == DAEMON_STOPPING {
                 Err(ScanError::Sink(format!("{reason}: the scan was cut short")))
@@ -575,7 +717,7 @@ fn run_scan(
         // The client's cancel, seen by the scan between row groups rather than by the
         // sink: as much a normal end as the sink's. Which of the two sees it first is
         // timing, so the client must get a summary either way (what was sent).
-        Ok(Err(ScanError::Cancelled)) if control.cancelled.load(Ordering::Acquire) => ScanSummary {
+        Ok(Err(ScanError::Cancelled)) if state.cancelled.load(Ordering::Acquire) => ScanSummary {
             rows_emitted: rows_pushed,
             ..ScanSummary::default()
         },

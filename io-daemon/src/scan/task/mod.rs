@@ -49,11 +49,11 @@ pub(crate) struct Exec<'a> {
     /// Set by the coordinator when the scan ends early.
     pub(crate) stop: &'a AtomicBool,
     /// The caller's cancel flag.
-    pub(crate) cancel: Option<&'a AtomicBool>,
+    pub(crate) cancel: Option<&'a dyn super::Cancel>,
 }
 impl Exec<'_> {
     pub(crate) fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        self.stop.load(Ordering::Relaxed) || self.cancel.is_some_and(|c| c.cancelled())
     }
 }
 /// A task's counters (its batches went to its [`Emit`] as they were decoded).
