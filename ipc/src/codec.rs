@@ -67,13 +67,7 @@ impl BatchEncoder {
         // the metadata is padded to 64 and every body buffer to 64, so each buffer starts
         // 64-aligned relative to a 64-aligned payload.
         let options = IpcWriteOptions::try_new(64, false, arrow_ipc::MetadataVersion::V5)?;
-        let encoded = IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
-            &schema,
-            &mut DictionaryTracker::new(false),
-            &options,
-        );
-        let mut schema_bytes = Vec::new();
-        write_message(&mut schema_bytes, encoded, &options)?;
+        let schema_bytes = schema_message(&schema, &options)?;
         let encoder = StreamEncoder::try_new_with_options(&schema, options)?;
         Ok((
             Self {
@@ -113,6 +107,46 @@ impl BatchEncoder {
         let len = parts.iter().map(Buffer::len).sum();
         Ok(EncodedBatch { parts, len })
     }
+}
+
+/// Schemas encoded lately, with their framed schema messages: a session's scans ask
+/// for the same few schemas again and again (each point lookup of a prepared
+/// statement), and building the flatbuffer was a few percent of such a scan.
+static SCHEMA_MESSAGES: std::sync::Mutex<Vec<(SchemaRef, Vec<u8>)>> =
+    std::sync::Mutex::new(Vec::new());
+/// Schemas kept in [`SCHEMA_MESSAGES`].
+const SCHEMA_MESSAGES_KEPT: usize = 16;
+
+/// The framed IPC message of `schema`: from [`SCHEMA_MESSAGES`] when an equal schema
+/// was encoded lately.
+fn schema_message(schema: &SchemaRef, options: &IpcWriteOptions) -> Result<Vec<u8>, ArrowError> {
+    let mut kept = SCHEMA_MESSAGES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(i) = kept
+        .iter()
+        .position(|(s, _)| Arc::ptr_eq(s, schema) || **s == **schema)
+    {
+        // Most recent first.
+        let entry = kept.remove(i);
+        let bytes = entry.1.clone();
+        kept.insert(0, entry);
+        return Ok(bytes);
+    }
+    drop(kept);
+    let encoded = IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
+        schema,
+        &mut DictionaryTracker::new(false),
+        options,
+    );
+    let mut bytes = Vec::new();
+    write_message(&mut bytes, encoded, options)?;
+    let mut kept = SCHEMA_MESSAGES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    kept.insert(0, (Arc::clone(schema), bytes.clone()));
+    kept.truncate(SCHEMA_MESSAGES_KEPT);
+    Ok(bytes)
 }
 
 /// One framed message inside a payload: `[0xFFFFFFFF][meta_len: i32][meta][body]`.

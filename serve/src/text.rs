@@ -72,22 +72,18 @@ fn bytea(bytes: &[u8]) -> String {
 }
 
 /// A double as PostgreSQL 12+ prints it (`extra_float_digits` 1, the default): the
-/// shortest digits that read back exactly, in exponent form below 1e-4 and from 1e15.
+/// shortest digits that read back exactly, chosen as PostgreSQL chooses them (Ryu:
+/// between two equally short, the nearer, and on a tie the even one), in exponent
+/// form below 1e-4 and from 1e15.
 pub fn float8(v: f64) -> String {
     special(v.is_nan(), v.is_infinite(), v > 0.0)
-        .unwrap_or_else(|| shortest(v.abs(), format!("{v}"), format!("{v:e}")))
+        .unwrap_or_else(|| pg_layout(ryu::Buffer::new().format_finite(v), 15))
 }
 
 /// A real as PostgreSQL prints it (see [`float8`]; exponent form from 1e6).
 pub fn float4(v: f32) -> String {
-    special(v.is_nan(), v.is_infinite(), v > 0.0).unwrap_or_else(|| {
-        let a = f64::from(v.abs());
-        if a != 0.0 && !(1e-4..1e6).contains(&a) {
-            exponent(&format!("{v:e}"))
-        } else {
-            format!("{v}")
-        }
-    })
+    special(v.is_nan(), v.is_infinite(), v > 0.0)
+        .unwrap_or_else(|| pg_layout(ryu::Buffer::new().format_finite(v), 6))
 }
 
 fn special(nan: bool, infinite: bool, positive: bool) -> Option<String> {
@@ -97,26 +93,55 @@ fn special(nan: bool, infinite: bool, positive: bool) -> Option<String> {
     infinite.then(|| if positive { "Infinity" } else { "-Infinity" }.into())
 }
 
-fn shortest(a: f64, fixed: String, scientific: String) -> String {
-    if a != 0.0 && !(1e-4..1e15).contains(&a) {
-        exponent(&scientific)
-    } else {
-        fixed
+/// Ryu's digits of a finite value (written `123.45`, `1.0`, `1e16`, `1.5e-7`) laid out
+/// as PostgreSQL lays them out: `1.5e+21`, `1e-05`, `0.0001`, `1`; exponent form when
+/// the decimal exponent is below -4 or at least `exponent_from`.
+fn pg_layout(ryu: &str, exponent_from: i32) -> String {
+    let (negative, unsigned) = match ryu.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, ryu),
+    };
+    let (mantissa, exp) = match unsigned.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (unsigned, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all = format!("{int}{frac}");
+    let significant = all.trim_start_matches('0');
+    let digits = significant.trim_end_matches('0');
+    let mut out = String::with_capacity(24);
+    if negative {
+        out.push('-');
     }
-}
-
-/// Rust's `1.5e21` / `1e-7` as PostgreSQL writes them: `1.5e+21`, `1e-07`.
-fn exponent(s: &str) -> String {
-    match s.split_once('e') {
-        Some((m, e)) => {
-            let (sign, digits) = match e.strip_prefix('-') {
-                Some(d) => ('-', d),
-                None => ('+', e),
-            };
-            format!("{m}e{sign}{digits:0>2}")
+    if digits.is_empty() {
+        out.push('0');
+        return out;
+    }
+    // Digits before the decimal point (negative: zeros after it before the first).
+    let point = int.len() as i32 + exp - (all.len() - significant.len()) as i32;
+    let e = point - 1;
+    let zeros = |n: i32| "0".repeat(usize::try_from(n).unwrap_or(0));
+    if !(-4..exponent_from).contains(&e) {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
         }
-        None => s.to_owned(),
+        out.push_str(&format!("e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs()));
+    } else if point <= 0 {
+        out.push_str("0.");
+        out.push_str(&zeros(-point));
+        out.push_str(digits);
+    } else if point as usize >= digits.len() {
+        out.push_str(digits);
+        out.push_str(&zeros(point - digits.len() as i32));
+    } else {
+        let (whole, fraction) = digits.split_at(point as usize);
+        out.push_str(whole);
+        out.push('.');
+        out.push_str(fraction);
     }
+    out
 }
 
 #[cfg(test)]
@@ -138,11 +163,20 @@ mod tests {
             (f64::NAN, "NaN"),
             (f64::NEG_INFINITY, "-Infinity"),
             (0.0, "0"),
+            (-0.0, "-0"),
+            (-1.5e-300, "-1.5e-300"),
+            (100.0, "100"),
+            (123.456, "123.456"),
+            // Two shortest forms, .12 and .13, lie equally near the value (…473.125):
+            // PostgreSQL's Ryu takes the even one, Rust's own formatting the other.
+            (182_301_818_556_473.0 + 0.125, "182301818556473.12"),
         ] {
             assert_eq!(float8(v), want, "{v}");
         }
         assert_eq!(float4(1.1), "1.1");
         assert_eq!(float4(1e6), "1e+06");
+        assert_eq!(float4(123_456.7), "123456.7");
+        assert_eq!(float4(1e-5), "1e-05");
     }
 
     #[test]

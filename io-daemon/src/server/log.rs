@@ -14,7 +14,8 @@ pub const MAX_LOG_BYTES: u64 = 16 << 20;
 #[derive(Debug)]
 pub struct Log {
     path: PathBuf,
-    file: Mutex<Option<File>>,
+    /// The file and its length (as this process wrote it, from its length when opened).
+    file: Mutex<Option<(File, u64)>>,
 }
 
 impl Log {
@@ -26,35 +27,40 @@ impl Log {
         }
     }
 
-    /// Appends one line, prefixed with the time (seconds since the epoch) and pid.
+    /// Appends one line, prefixed with the time (seconds since the epoch) and pid, in
+    /// one write.
     pub fn line(&self, text: &str) {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
-        let one_line = text.replace('\n', " | ");
+        let line = format!(
+            "{now:.3} [{}] {}\n",
+            std::process::id(),
+            text.replace('\n', " | ")
+        );
         let mut guard = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        if guard
-            .as_ref()
-            .and_then(|f| f.metadata().ok())
-            .is_some_and(|m| m.len() > MAX_LOG_BYTES)
-        {
+        if guard.as_ref().is_some_and(|(_, len)| *len > MAX_LOG_BYTES) {
             let _ = fs::rename(&self.path, self.path.with_extension("log.1"));
             *guard = open(&self.path);
         }
-        if let Some(file) = guard.as_mut() {
-            let _ = writeln!(file, "{now:.3} [{}] {one_line}", std::process::id());
+        if let Some((file, len)) = guard.as_mut() {
+            if file.write_all(line.as_bytes()).is_ok() {
+                *len += line.len() as u64;
+            }
         }
     }
 }
 
-fn open(path: &Path) -> Option<File> {
+fn open(path: &Path) -> Option<(File, u64)> {
     use std::os::unix::fs::OpenOptionsExt;
     // Private: the log holds queries and paths.
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(path)
-        .ok()
+        .ok()?;
+    let len = file.metadata().map_or(0, |m| m.len());
+    Some((file, len))
 }

@@ -529,18 +529,26 @@ fn serve_one(
         (Ok(summary), None) => {
             // A consumer that cancelled or left makes finish fail: nothing to tell it.
             let _ = producer.end_until(&mut || control.check());
-            shared.log.line(&format!(
-                "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} ms{}",
-                summary.rows_emitted,
-                summary.bytes_read,
-                summary.files_considered,
-                summary.files_pruned,
-                if state.cancelled.load(Ordering::Acquire) || state.closed.load(Ordering::Acquire) {
-                    ", cancelled by the client"
-                } else {
-                    ""
-                }
-            ));
+            // Scans quicker than this are not logged one by one (a point-lookup host
+            // runs thousands a second; the status report counts them).
+            const LOGGED_FROM_MS: u128 = 10;
+            let cancelled =
+                state.cancelled.load(Ordering::Acquire) || state.closed.load(Ordering::Acquire);
+            if elapsed_ms >= LOGGED_FROM_MS || cancelled {
+                shared.log.line(&format!(
+                    "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} \
+                     ms{}",
+                    summary.rows_emitted,
+                    summary.bytes_read,
+                    summary.files_considered,
+                    summary.files_pruned,
+                    if cancelled {
+                        ", cancelled by the client"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             drop(slot);
             // From here the control thread takes the client's next request (or sees it
             // close): set before the summary goes, which the client waits for first.
