@@ -255,10 +255,11 @@ fn idle_kept_rings_are_given_up_for_a_scan_that_needs_the_budget() {
     let data = dir.path().join("data");
     write_wide_table(&data, 3000, 500);
     let log = File::create(dir.path().join("daemon.log")).expect("log");
-    // Room for one 4 MiB ring and not for a second.
+    // Room for one ring (the smallest, 1 MiB: a 2 MiB budget's share per scan is less)
+    // and its header page, and not for a second.
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_ringscan"))
         .args(["daemon", "run", "--data", data.to_str().expect("utf8")])
-        .args(["--ring-budget-mib", "6"])
+        .args(["--ring-budget-mib", "2"])
         .env_remove("RINGSCAN_DATA")
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
@@ -281,8 +282,13 @@ fn idle_kept_rings_are_given_up_for_a_scan_that_needs_the_budget() {
         name: "wide".into(),
     });
     request.ring_capacity_bytes = 4 << 20;
+    let daemon_log = dir.path().join("daemon.log");
     let scan = |client: &DaemonClient| -> u64 {
-        let mut stream = client.scan(&request).expect("scan");
+        let mut stream = client.scan(&request).unwrap_or_else(|e| {
+            let log = std::fs::read_to_string(&daemon_log).unwrap_or_default();
+            let io_log = std::fs::read_to_string(data.join(".ringscan/io.log")).unwrap_or_default();
+            panic!("scan: {e}\n{log}\n{io_log}")
+        });
         let mut rows = 0;
         while let Some(batch) = stream.next_batch().expect("batch") {
             rows += batch.num_rows() as u64;

@@ -151,6 +151,9 @@ const KEPT_MAX: usize = 2;
 struct Kept {
     conn: Conn,
     consumer: Consumer,
+    /// The ring capacity the scan asked for (the daemon may have given less: its
+    /// budget's share per scan).
+    asked: u64,
 }
 
 /// A scan connection, shut down when dropped (unless taken out to be kept).
@@ -257,9 +260,7 @@ impl DaemonClient {
         let capacity = crate::RingOptions::new(request.ring_capacity_bytes).capacity_bytes() as u64;
         let kept = {
             let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-            let i = kept
-                .iter()
-                .position(|k| k.consumer.capacity_bytes() == capacity);
+            let i = kept.iter().position(|k| k.asked == capacity);
             i.map(|i| kept.remove(i))
         };
         if let Some(mut kept) = kept {
@@ -277,7 +278,7 @@ impl DaemonClient {
             other => return Err(unexpected(OP, &other)),
         };
         let consumer = Consumer::attach(&ring_name)?;
-        Ok(self.stream_of(conn, consumer))
+        Ok(self.stream_of(conn, consumer, capacity))
     }
 
     /// The scan on a kept connection: `None` when the connection turned out dead (the
@@ -291,6 +292,7 @@ impl DaemonClient {
         let Kept {
             mut conn,
             mut consumer,
+            asked,
         } = kept;
         let stream = conn.stream(OP)?;
         match send(stream, &ClientMessage::Scan(request.clone()), OP) {
@@ -312,11 +314,12 @@ impl DaemonClient {
             drop(consumer);
             Consumer::attach(&ring_name)?
         };
-        Ok(Some(self.stream_of(conn, consumer)))
+        Ok(Some(self.stream_of(conn, consumer, asked)))
     }
 
-    fn stream_of(&self, conn: Conn, consumer: Consumer) -> ScanStream {
+    fn stream_of(&self, conn: Conn, consumer: Consumer, asked: u64) -> ScanStream {
         ScanStream {
+            asked,
             unpinned_before: consumer.unpinned(),
             conn,
             consumer,
@@ -374,6 +377,8 @@ pub struct ScanStream {
     home: Arc<Mutex<Vec<Kept>>>,
     /// The ring's unpin counts when this scan started (a kept ring carries many scans).
     unpinned_before: (u64, u64),
+    /// The ring capacity the scan asked for.
+    asked: u64,
 }
 
 impl ScanStream {
@@ -489,12 +494,19 @@ impl ScanStream {
                     conn,
                     consumer,
                     home,
+                    asked,
                     ..
                 } = self;
                 let mut kept = home.lock().unwrap_or_else(PoisonError::into_inner);
-                let capacity = consumer.capacity_bytes();
-                kept.retain(|k| k.consumer.capacity_bytes() != capacity);
-                kept.insert(0, Kept { conn, consumer });
+                kept.retain(|k| k.asked != asked);
+                kept.insert(
+                    0,
+                    Kept {
+                        conn,
+                        consumer,
+                        asked,
+                    },
+                );
                 kept.truncate(KEPT_MAX);
                 Ok(summary)
             }

@@ -22,7 +22,7 @@ use ringscan_ipc::{unique_name, FreshRing, Producer, RingError, RingOptions};
 
 /// The smallest ring a scan is given when the budget is short (smaller ones would
 /// split batches into many small records); below it the scan is refused as busy.
-const MIN_RING_BYTES: u64 = 1 << 20;
+pub(crate) const MIN_RING_BYTES: u64 = 1 << 20;
 
 /// The default ring budget: half of `/dev/shm` (a container's is often 64 MiB), or
 /// 1 GiB when its size cannot be read.

@@ -45,6 +45,9 @@ struct ControlState {
     /// The scan ended well and its summary is on its way: the connection may carry
     /// another scan, which the control thread takes (see [`ControlState::next`]).
     finished: AtomicBool,
+    /// `Shared::reclaim_rings` when the scan finished: a later raise asks this
+    /// connection, idle from then, to give its ring up.
+    reclaim_seen: std::sync::atomic::AtomicU64,
     /// The next scan's request, read by the control thread after `finished`.
     next: Mutex<Option<ScanRequest>>,
     /// A bad frame, reported instead of the summary.
@@ -189,7 +192,7 @@ fn control_loop(
             // another scan needs.
             activity.idle();
             let (since, reclaim) = *idle_since.get_or_insert_with(|| {
-                (Instant::now(), shared.reclaim_rings.load(Ordering::Acquire))
+                (Instant::now(), state.reclaim_seen.load(Ordering::Acquire))
             });
             let reclaimed = shared.reclaim_rings.load(Ordering::Acquire) != reclaim;
             if reclaimed || since.elapsed() >= shared.config.session_idle_timeout {
@@ -409,13 +412,20 @@ fn ring_capacity(shared: &Shared, asked: usize) -> Result<usize, String> {
         "the rings' budget is taken ({}): idle connections give up their kept rings",
         first.as_ref().err().map_or("", String::as_str)
     ));
-    shared.reclaim_rings.fetch_add(1, Ordering::AcqRel);
     let deadline = Instant::now() + RECLAIM_WAIT;
+    let mut raised = Instant::now();
+    shared.reclaim_rings.fetch_add(1, Ordering::AcqRel);
     loop {
         std::thread::sleep(Duration::from_millis(5));
         let now = within();
         if now.is_ok() || Instant::now() >= deadline {
             return now;
+        }
+        // Again for the connections that went idle since (they heed only a raise
+        // after their scan finished).
+        if raised.elapsed() >= CONTROL_POLL {
+            shared.reclaim_rings.fetch_add(1, Ordering::AcqRel);
+            raised = Instant::now();
         }
     }
 }
@@ -471,9 +481,16 @@ fn serve_one(
     };
     // A kept ring of the size asked for costs nothing new; any other ring must fit the
     // daemon's shared-memory budget (it may come out smaller than asked).
+    // At most an equal share of the budget per scan: as many scans as may run at once
+    // all get a ring (asking 256 MiB each, 16 scans took more than a 3 GiB budget, and
+    // a 16-client host told clients "busy").
+    let share = (shared.ring_budget / shared.config.max_concurrent_scans.max(1) as u64) >> 20 << 20;
+    let asked = request
+        .ring_capacity_bytes
+        .min(usize::try_from(share.max(super::rings::MIN_RING_BYTES)).unwrap_or(usize::MAX));
     let capacity = match &kept {
-        Some(p) if p.capacity_bytes() == request.ring_capacity_bytes => Ok(p.capacity_bytes()),
-        _ => ring_capacity(shared, request.ring_capacity_bytes),
+        Some(p) if p.capacity_bytes() == asked => Ok(asked),
+        _ => ring_capacity(shared, asked),
     };
     let capacity = match capacity {
         Ok(c) => c,
@@ -552,6 +569,10 @@ fn serve_one(
             drop(slot);
             // From here the control thread takes the client's next request (or sees it
             // close): set before the summary goes, which the client waits for first.
+            state.reclaim_seen.store(
+                shared.reclaim_rings.load(Ordering::Acquire),
+                Ordering::Release,
+            );
             state.finished.store(true, Ordering::Release);
             if state.closed.load(Ordering::Acquire)
                 || write_frame(&mut stream, &DaemonMessage::Summary(summary)).is_err()
