@@ -261,14 +261,8 @@ fn binary_writer<'a>(a: &'a dyn Array) -> Writer<'a> {
         DataType::Int32 => primitive::<Int32Type>(a, |v, out| out.put_i32(v)),
         DataType::Int64 => primitive::<Int64Type>(a, |v, out| out.put_i64(v)),
         DataType::Float64 => primitive::<Float64Type>(a, |v, out| out.put_f64(v)),
-        DataType::Utf8 => {
-            let a = a.as_string::<i32>();
-            Box::new(move |i, out| out.put_slice(a.value(i).as_bytes()))
-        }
-        DataType::Utf8View => {
-            let a = a.as_string_view();
-            Box::new(move |i, out| out.put_slice(a.value(i).as_bytes()))
-        }
+        // A string's binary form is its text.
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => text_writer(a),
         DataType::Dictionary(..) => dictionary(a, binary_writer),
         // The reference, and text for a value it has no binary form for.
         _ => Box::new(move |i, out| {
