@@ -195,12 +195,22 @@ fn refusals_name_the_construct() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
     refused(data, "SELECT symbol FROM ohlcv GROUP BY", "SQL syntax");
     refused(data, "DELETE FROM ohlcv", "unsupported: DELETE");
+    // Files written by others are read-only; a table of that name exists.
     refused(
         data,
         "INSERT INTO ohlcv SELECT * FROM ohlcv",
-        "unsupported: INSERT INTO",
+        "table \"ohlcv\" was not created by ringscan",
     );
-    refused(data, "CREATE TABLE x (a INT)", "unsupported: CREATE TABLE");
+    refused(
+        data,
+        "CREATE TABLE ohlcv (a INT)",
+        "relation \"ohlcv\" already exists",
+    );
+    refused(
+        data,
+        "CREATE TABLE x (a INT[])",
+        "type INT[] is not supported",
+    );
     refused(data, "COPY ohlcv TO 'x.csv'", "unsupported: COPY");
     refused(data, "SELECT close + symbol FROM ohlcv", "Float64 + Utf8");
     refused(

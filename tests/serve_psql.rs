@@ -740,6 +740,35 @@ fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked()
 }
 
 #[test]
+fn psycopg_writes_tables_and_duckdb_reads_what_was_flushed() {
+    let Some(python) = common::python::python_or_skip("serve_ingest") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let _daemon = DaemonGuard(&data);
+    let host = Host::start(&data, &dir.path().join("serve.log"), &[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve/ingest_check.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(host.port.to_string())
+        .arg(&data)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the ingest check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "ingest check failed:\n{stdout}\n{stderr}\nhost log:\n{log}"
+    );
+    eprintln!("{stdout}");
+    assert!(stdout.contains("ok drop table"), "{stdout}");
+}
+
+#[test]
 fn a_non_loopback_address_without_a_password_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");

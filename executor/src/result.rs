@@ -88,6 +88,10 @@ pub struct QueryOutcome {
     pub from_statistics: bool,
     /// Wall time of the whole query, microseconds.
     pub total_us: u64,
+    /// For a statement that writes rather than returns rows, PostgreSQL's command tag
+    /// (`INSERT 0 3`, `CREATE TABLE`, `DROP TABLE`...); `result` then holds the count
+    /// of rows written (an `INSERT`'s), or nothing.
+    pub command: Option<String>,
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@
 pub mod error;
 mod footer_probe;
 pub mod hive;
+pub mod ingest;
 pub mod prune;
 pub mod scan;
 pub mod server;

@@ -300,6 +300,15 @@ pub fn table_statistics(
     cache: &MetadataCache,
 ) -> Result<TableStatistics, StatisticsError> {
     let resolved = table::resolve(data_dir, source, cache)?;
+    resolved_statistics(resolved, columns, cache)
+}
+
+/// [`table_statistics`] of a table already resolved (a written table's snapshot).
+pub fn resolved_statistics(
+    resolved: table::ResolvedTable,
+    columns: &[String],
+    cache: &MetadataCache,
+) -> Result<TableStatistics, StatisticsError> {
     let mut accs = Vec::with_capacity(columns.len());
     for name in columns {
         let field = resolved

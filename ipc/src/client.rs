@@ -25,7 +25,7 @@
 //! # }
 //! ```
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -249,6 +249,23 @@ impl DaemonClient {
             DaemonMessage::Stopping => Ok(()),
             other => Err(unexpected("stopping the daemon", &other)),
         }
+    }
+
+    /// Sends a write ([`ClientMessage::CreateTable`], [`ClientMessage::DropTable`],
+    /// [`ClientMessage::Truncate`], [`ClientMessage::Flush`], or
+    /// [`ClientMessage::Insert`] with `payload`, its Arrow IPC stream) and waits up to
+    /// `timeout` for the daemon to say it is durable; returns the rows written.
+    ///
+    /// On a connection of its own, and never sent twice: unlike a read, a write whose
+    /// answer was lost may have been applied, so a closed connection is an error here
+    /// ("…whether it was applied is unknown"), not a reason to try again.
+    pub fn write(
+        &self,
+        message: &ClientMessage,
+        payload: &[u8],
+        timeout: Duration,
+    ) -> Result<u64, ClientError> {
+        write_request(&self.path, message, payload, timeout)
     }
 
     /// Starts a scan and attaches to its ring: on the connection and ring of this
@@ -537,10 +554,18 @@ pub fn ensure_daemon(
     }
     spawn().map_err(ClientError::Spawn)?;
     let start = Instant::now();
+    let mut spawned = start;
     let mut backoff = Duration::from_millis(5);
     loop {
         match try_once() {
             Ok(client) => return Ok(client),
+            // The one spawned found the old daemon still winding down (holding the
+            // lock) and left: start another once the old one may be gone. A spare one
+            // finds the lock taken and exits at once.
+            Err(_) if spawned.elapsed() >= RESPAWN_AFTER && start.elapsed() < wait => {
+                spawn().map_err(ClientError::Spawn)?;
+                spawned = Instant::now();
+            }
             Err(last) if start.elapsed() >= wait => {
                 return Err(ClientError::NotStarted {
                     path,
@@ -553,6 +578,40 @@ pub fn ensure_daemon(
                 backoff = (backoff * 2).min(Duration::from_millis(100));
             }
         }
+    }
+}
+
+/// How long [`ensure_daemon`] waits for a daemon it started before it starts another.
+const RESPAWN_AFTER: Duration = Duration::from_millis(700);
+
+/// [`DaemonClient::write`] to the daemon listening at `socket_path`.
+pub fn write_request(
+    socket_path: &Path,
+    message: &ClientMessage,
+    payload: &[u8],
+    timeout: Duration,
+) -> Result<u64, ClientError> {
+    const OP: &str = "writing";
+    let mut stream = open(socket_path)?;
+    send(&mut stream, message, OP)?;
+    if !payload.is_empty() {
+        stream
+            .set_write_timeout(Some(timeout))
+            .map_err(|source| ClientError::Io { op: OP, source })?;
+        stream.write_all(payload).map_err(|source| match source {
+            e if is_closed(&e) => ClientError::Closed { op: OP },
+            source => ClientError::Io { op: OP, source },
+        })?;
+    }
+    match read_message(&mut stream, Instant::now() + timeout, OP) {
+        Ok(DaemonMessage::Written { rows, .. }) => Ok(rows),
+        Ok(other) => Err(unexpected(OP, &other)),
+        Err(ClientError::Closed { .. }) => Err(ClientError::Daemon {
+            message: "the daemon closed the connection before it answered a write: \
+                      whether it was applied is unknown (the daemon may have stopped)"
+                .into(),
+        }),
+        Err(e) => Err(e),
     }
 }
 

@@ -140,6 +140,16 @@ pub fn encode_schema(schema: &Schema) -> Result<Vec<u8>, ArrowError> {
     writer.into_inner()
 }
 
+/// `batches` of `schema` as an Arrow IPC stream (what an insert carries).
+pub fn encode_ipc_stream(schema: &Schema, batches: &[RecordBatch]) -> Result<Vec<u8>, ArrowError> {
+    let mut writer = StreamWriter::try_new(Vec::new(), schema)?;
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    writer.finish()?;
+    writer.into_inner()
+}
+
 /// Decodes what [`encode_schema`] wrote (any bytes: a bad input is an error).
 pub fn decode_schema(bytes: &[u8]) -> Result<Schema, ArrowError> {
     read_ipc_stream(bytes).map(|(schema, _)| schema)
@@ -154,7 +164,7 @@ pub fn decode_schema(bytes: &[u8]) -> Result<Schema, ArrowError> {
 /// buffers only grow with the bytes given. And arrow-ipc 59 converts a schema message
 /// with `unwrap`s (an unknown type id panics), so a panic while decoding is an error
 /// here, as in the ring's codec.
-pub(crate) fn read_ipc_stream(bytes: &[u8]) -> Result<(Schema, Vec<RecordBatch>), ArrowError> {
+pub fn read_ipc_stream(bytes: &[u8]) -> Result<(Schema, Vec<RecordBatch>), ArrowError> {
     let mut decoder = StreamDecoder::new();
     let mut buffer = Buffer::from(bytes);
     let mut batches = Vec::new();

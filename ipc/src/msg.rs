@@ -31,8 +31,8 @@ pub use crate::scan_data::{CmpOp, Literal, Operand, Predicate, ScanSummary, Scan
 pub use crate::PROTOCOL_VERSION;
 
 pub use crate::info::{
-    decode_schema, encode_schema, CacheStatus, ColumnCacheStatus, DaemonStatus, FileVersion,
-    MemoryStatus, TableInfo,
+    decode_schema, encode_ipc_stream, encode_schema, read_ipc_stream, CacheStatus,
+    ColumnCacheStatus, DaemonStatus, FileVersion, MemoryStatus, TableInfo,
 };
 
 /// Largest frame [`read_frame`] accepts (1 MiB): requests and summaries are small.
@@ -259,7 +259,53 @@ pub enum ClientMessage {
     /// On a scan connection, after [`DaemonMessage::RingReady`]: stop the scan (the
     /// summary still follows).
     Cancel,
+    /// Create a table the daemon writes: a directory with a manifest, its rows taken by
+    /// [`ClientMessage::Insert`]. Answered with [`DaemonMessage::Written`] once the
+    /// manifest is durable.
+    CreateTable {
+        /// Table name (one path component).
+        name: String,
+        /// Its columns as an Arrow IPC schema message ([`encode_schema`]); a field not
+        /// nullable is `NOT NULL`.
+        schema_ipc: Vec<u8>,
+        /// The primary key's columns (none: no key).
+        #[serde(default)]
+        primary_key: Vec<String>,
+        /// An existing table of that name is not an error.
+        #[serde(default)]
+        if_not_exists: bool,
+    },
+    /// Drop a table the daemon created, its files and its rows in memory.
+    DropTable {
+        /// Table name.
+        name: String,
+        /// A missing table is not an error.
+        #[serde(default)]
+        if_exists: bool,
+    },
+    /// Remove every row of a table the daemon created.
+    Truncate {
+        /// Table name.
+        name: String,
+    },
+    /// Append rows to a table the daemon created: the frame is followed on the socket
+    /// by `bytes` raw bytes, an Arrow IPC stream (schema, then batches) of rows with
+    /// the table's columns. All or nothing: answered with [`DaemonMessage::Written`]
+    /// only once the rows are durable in the write-ahead log (and then visible to every
+    /// scan), or with an error and none of them applied.
+    Insert {
+        /// Table name.
+        table: String,
+        /// Length of the Arrow IPC stream that follows (at most [`MAX_INSERT_BYTES`]).
+        bytes: u64,
+    },
+    /// Write the rows held in memory to Parquet now (every table); answered with
+    /// [`DaemonMessage::Written`].
+    Flush,
 }
+
+/// Largest Arrow IPC stream one [`ClientMessage::Insert`] may carry (1 GiB).
+pub const MAX_INSERT_BYTES: u64 = 1 << 30;
 
 impl ClientMessage {
     /// Checks what can be checked without the data: versions and bounds.
@@ -274,6 +320,9 @@ impl ClientMessage {
                 source: ScanSource::Files { paths },
                 ..
             } if paths.is_empty() => Err(MessageError::Invalid("no files given".into())),
+            Self::Insert { bytes, .. } if *bytes > MAX_INSERT_BYTES => Err(MessageError::Invalid(
+                format!("an insert of {bytes} bytes (limit {MAX_INSERT_BYTES}; split the rows)"),
+            )),
             Self::Statistics { columns, .. } if columns.len() > MAX_STATISTICS_COLUMNS => {
                 Err(MessageError::Invalid(format!(
                     "statistics for {} columns (limit {MAX_STATISTICS_COLUMNS})",
@@ -311,6 +360,16 @@ pub enum DaemonMessage {
     Status(DaemonStatus),
     /// Answer to [`ClientMessage::Stop`]: the daemon is exiting.
     Stopping,
+    /// A write is durable: [`ClientMessage::Insert`], [`ClientMessage::CreateTable`],
+    /// [`ClientMessage::DropTable`], [`ClientMessage::Truncate`] or
+    /// [`ClientMessage::Flush`].
+    Written {
+        /// Rows it wrote (inserted, or flushed to Parquet).
+        rows: u64,
+        /// The write-ahead log position that holds it (0 for what the log does not
+        /// carry: a table's creation, a flush).
+        lsn: u64,
+    },
 }
 
 /// Writes one frame: 4-byte little-endian length, then the JSON of `message`.

@@ -145,6 +145,10 @@ pub(crate) struct Connection {
     /// Statements executed, and those that failed (for the log's closing line).
     statements: std::sync::atomic::AtomicU64,
     failed: std::sync::atomic::AtomicU64,
+    /// A `COPY ... FROM STDIN` between its CopyInResponse and the client's CopyDone.
+    /// Once a line failed: the failure, reported at CopyDone (the client's further
+    /// data is dropped meanwhile, as PostgreSQL does).
+    pub(crate) copy_in: Mutex<Option<Result<crate::copy_in::CopyIn, Box<ErrorInfo>>>>,
 }
 
 impl Drop for Connection {
@@ -170,6 +174,8 @@ pub(crate) enum Outcome {
     Rows(Box<QueryOutcome>),
     /// A `COPY ... TO STDOUT`'s rows.
     Copy(Box<crate::copy::CopyOut>, Box<QueryOutcome>),
+    /// A `COPY ... FROM STDIN` ready for the client's rows: its input columns.
+    CopyIn(usize),
     /// Text rows with their column names (`SHOW`).
     Text(Vec<String>, Vec<Vec<String>>),
     Begin,
@@ -191,7 +197,69 @@ impl Connection {
             activity: Mutex::new((std::time::Instant::now(), 0)),
             statements: 0.into(),
             failed: 0.into(),
+            copy_in: Mutex::new(None),
         }
+    }
+
+    /// A CopyData message of the running `COPY ... FROM STDIN`.
+    pub(crate) fn copy_data(&self, bytes: &[u8]) -> Result<(), Box<ErrorInfo>> {
+        let mut copy = self.copy_in.lock().unwrap_or_else(PoisonError::into_inner);
+        match copy.as_mut() {
+            None => Err(Box::new(ErrorInfo::new(
+                "ERROR".into(),
+                "08P01".into(),
+                "CopyData outside of a COPY FROM STDIN".into(),
+            ))),
+            Some(Ok(running)) => {
+                if let Err((code, message)) = running.data(bytes) {
+                    // Nothing of it is applied; the rest of the data is dropped.
+                    *copy = Some(Err(Box::new(ErrorInfo::new(
+                        "ERROR".into(),
+                        code.into(),
+                        message,
+                    ))));
+                }
+                Ok(())
+            }
+            Some(Err(_)) => Ok(()),
+        }
+    }
+
+    /// CopyDone: the rows written as one statement; the command tag.
+    pub(crate) async fn copy_done(&self) -> Result<String, Box<ErrorInfo>> {
+        let running = self
+            .copy_in
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let running = match running {
+            Some(Ok(running)) => running,
+            Some(Err(failed)) => return Err(failed),
+            None => {
+                return Err(Box::new(ErrorInfo::new(
+                    "ERROR".into(),
+                    "08P01".into(),
+                    "CopyDone outside of a COPY FROM STDIN".into(),
+                )))
+            }
+        };
+        let (table, batches, rows) = running.finish().map_err(|(code, message)| {
+            Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
+        })?;
+        if rows > 0 {
+            self.with_session(move |s| s.insert(&table, &batches))
+                .await
+                .map_err(engine_error)?;
+        }
+        Ok(format!("COPY {rows}"))
+    }
+
+    /// CopyFail, or the connection ended mid-COPY: nothing of it is applied.
+    pub(crate) fn copy_abandoned(&self) {
+        self.copy_in
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     /// A statement failed (its error is logged).
@@ -331,6 +399,21 @@ impl Connection {
                 let copy = crate::copy::parse(sql).map_err(|(code, message)| {
                     Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
                 })?;
+                if let Some((table, columns)) = copy.into.clone() {
+                    let name = table.clone();
+                    let schema = self
+                        .with_session(move |s| s.table_schema(&name))
+                        .await
+                        .map_err(engine_error)?;
+                    let copy_in = crate::copy_in::CopyIn::new(table, copy, schema, &columns)
+                        .map_err(|(code, message)| {
+                            Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
+                        })?;
+                    let columns = copy_in.columns();
+                    *self.copy_in.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(Ok(copy_in));
+                    return Ok(Outcome::CopyIn(columns));
+                }
                 let timeout = self.settings().statement_timeout();
                 let outcome = self
                     .run(copy.query.clone(), params, timeout, false)
@@ -350,7 +433,10 @@ impl Connection {
                     .await
                     .map_err(engine_error)?;
                 Ok(match class {
-                    Class::Command(tag) => Outcome::Done(tag.clone()),
+                    // The engine's tag where it has one (`INSERT 0 3`: the count).
+                    Class::Command(tag) => {
+                        Outcome::Done(outcome.command.unwrap_or_else(|| tag.clone()))
+                    }
                     _ => Outcome::Rows(Box::new(outcome)),
                 })
             }
@@ -524,6 +610,11 @@ impl Outcome {
                 r.set_command_tag("SHOW");
                 Response::Query(r)
             }
+            Outcome::CopyIn(columns) => Response::CopyIn(pgwire::api::results::CopyResponse::new(
+                0,
+                columns,
+                futures::stream::empty(),
+            )),
             Outcome::Copy(copy, outcome) => {
                 let names: Vec<String> = outcome
                     .result
@@ -580,7 +671,14 @@ fn query_code(lower: &str) -> &'static str {
         || lower.starts_with("sql syntax")
     {
         "42601" // syntax_error
-    } else if lower.contains("no table \"")
+    } else if lower.contains("duplicate key value violates unique constraint") {
+        "23505" // unique_violation
+    } else if lower.contains("violates not-null constraint") {
+        "23502" // not_null_violation
+    } else if lower.contains("relation \"") && lower.contains("already exists") {
+        "42P07" // duplicate_table
+    } else if (lower.contains("relation \"") && lower.contains("does not exist"))
+        || lower.contains("no table \"")
         || (lower.contains("table") && lower.contains("not found"))
     {
         "42P01" // undefined_table

@@ -18,8 +18,10 @@ use crate::encode::Column;
 /// A `COPY ... TO STDOUT`: the query whose rows go out and how they are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CopyOut {
-    /// The rows: the query, or `SELECT columns FROM table`.
+    /// The rows: the query, or `SELECT columns FROM table` (empty for COPY FROM).
     pub(crate) query: String,
+    /// `COPY table (columns) FROM STDIN`: the table and the columns named (none: all).
+    pub(crate) into: Option<(String, Vec<String>)>,
     pub(crate) csv: bool,
     pub(crate) header: bool,
     pub(crate) delimiter: char,
@@ -48,15 +50,54 @@ pub(crate) fn parse(sql: &str) -> Result<CopyOut, (&'static str, String)> {
     else {
         return Err(("42601", "not one COPY statement".into()));
     };
-    if !to {
-        return Err((
-            "0A000",
-            "COPY ... FROM is not supported: ringscan's tables are the data directory's \
-             Parquet files, read-only to SQL"
-                .into(),
-        ));
-    }
-    if *target != CopyTarget::Stdout {
+    let into = if *to {
+        None
+    } else {
+        if *target != CopyTarget::Stdin {
+            return Err((
+                "42501",
+                format!(
+                    "COPY FROM {target} is not allowed: the host reads no files for clients; \
+                     use COPY ... FROM STDIN (psql's \\copy)"
+                ),
+            ));
+        }
+        match source {
+            CopySource::Table {
+                table_name,
+                columns,
+            } => {
+                let name = match table_name.0.last() {
+                    Some(datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(id)) => {
+                        if id.quote_style.is_some() {
+                            id.value.clone()
+                        } else {
+                            id.value.to_lowercase()
+                        }
+                    }
+                    _ => return Err(("42601", format!("{table_name}: not a table name"))),
+                };
+                let columns = columns
+                    .iter()
+                    .map(|c| {
+                        if c.quote_style.is_some() {
+                            c.value.clone()
+                        } else {
+                            c.value.to_lowercase()
+                        }
+                    })
+                    .collect();
+                Some((name, columns))
+            }
+            CopySource::Query(_) => {
+                return Err((
+                    "42601",
+                    "COPY (query) FROM is not valid: name a table".into(),
+                ))
+            }
+        }
+    };
+    if into.is_none() && *target != CopyTarget::Stdout {
         return Err((
             "42501",
             format!(
@@ -66,6 +107,7 @@ pub(crate) fn parse(sql: &str) -> Result<CopyOut, (&'static str, String)> {
         ));
     }
     let query = match source {
+        _ if into.is_some() => String::new(),
         CopySource::Query(q) => q.to_string(),
         CopySource::Table {
             table_name,
@@ -85,6 +127,7 @@ pub(crate) fn parse(sql: &str) -> Result<CopyOut, (&'static str, String)> {
     };
     let mut copy = CopyOut {
         query,
+        into,
         csv: false,
         header: false,
         delimiter: '\t',
@@ -331,7 +374,10 @@ mod tests {
             .expect("copy");
         assert_eq!(modern.query, "SELECT a, b FROM t");
         assert_eq!((modern.delimiter, modern.null.as_str()), (';', "x"));
-        assert_eq!(parse("COPY t FROM STDIN").map_err(|e| e.0), Err("0A000"));
+        let into = parse("COPY \"T\" (A, \"B\") FROM STDIN (FORMAT csv)").expect("copy in");
+        assert_eq!(into.into, Some(("T".into(), vec!["a".into(), "B".into()])));
+        assert!(into.csv);
+        assert_eq!(parse("COPY t FROM '/etc/x'").map_err(|e| e.0), Err("42501"));
         assert_eq!(parse("COPY t TO '/etc/x'").map_err(|e| e.0), Err("42501"));
         assert!(
             parse("COPY t TO STDOUT (FORMAT binary)")

@@ -60,6 +60,10 @@ impl PgWireServerHandlers for Handlers {
         Arc::new(Handler(Arc::clone(&self.0)))
     }
 
+    fn copy_handler(&self) -> Arc<impl pgwire::api::copy::CopyHandler> {
+        Arc::new(Handler(Arc::clone(&self.0)))
+    }
+
     fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
         Arc::new(DefaultCancelHandler::new(Arc::clone(
             &self.0.shared.manager,
@@ -69,6 +73,67 @@ impl PgWireServerHandlers for Handlers {
 
 /// The protocol's view of a [`Connection`].
 pub(crate) struct Handler(Arc<Connection>);
+
+#[async_trait]
+impl pgwire::api::copy::CopyHandler for Handler {
+    async fn on_copy_data<C>(
+        &self,
+        _client: &mut C,
+        copy_data: pgwire::messages::copy::CopyData,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.0
+            .copy_data(&copy_data.data)
+            .map_err(PgWireError::UserError)
+    }
+
+    async fn on_copy_done<C>(
+        &self,
+        client: &mut C,
+        _done: pgwire::messages::copy::CopyDone,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        use futures::SinkExt;
+        match self.0.copy_done().await {
+            Ok(tag) => {
+                let complete = pgwire::messages::response::CommandComplete::new(tag);
+                client
+                    .send(PgWireBackendMessage::CommandComplete(complete))
+                    .await?;
+                Ok(())
+            }
+            Err(e) => {
+                log_error(&self.0, &e, "COPY ... FROM STDIN");
+                Err(PgWireError::UserError(e))
+            }
+        }
+    }
+
+    async fn on_copy_fail<C>(
+        &self,
+        _client: &mut C,
+        fail: pgwire::messages::copy::CopyFail,
+    ) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.0.copy_abandoned();
+        PgWireError::UserError(error(
+            "57014",
+            format!("COPY from stdin failed: {}", fail.message),
+        ))
+    }
+}
 
 fn error(code: &str, message: String) -> Box<ErrorInfo> {
     Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
@@ -369,7 +434,10 @@ impl QueryParser for Parser {
         self.0.active(0);
         let class = classify(&sql);
         let mut empty = None;
-        let (params, schema) = if class == Class::Rows {
+        // An INSERT's parameters are typed by the table's columns: planned here too,
+        // though it returns no rows.
+        let insert = matches!(&class, Class::Command(tag) if tag == "INSERT");
+        let (params, schema) = if class == Class::Rows || insert {
             let planned = match rewrite(&sql) {
                 Rewritten::Same => sql.clone(),
                 Rewritten::Sql(rewritten) => rewritten,
@@ -390,7 +458,7 @@ impl QueryParser for Parser {
                     .with_session(move |s| s.prepare_typed(&planned, &declared))
                     .await
                     .map_err(|e| user(engine_error(e)))?;
-                (prepared.params, Some(prepared.schema))
+                (prepared.params, (!insert).then_some(prepared.schema))
             }
         } else {
             (Vec::new(), None)

@@ -76,6 +76,12 @@ struct RunOpts {
     /// The largest ring one scan gets.
     #[arg(long, value_name = "MIB", default_value_t = DaemonConfig::DEFAULT_MAX_RING_BYTES >> 20)]
     max_ring_mib: u64,
+    /// A written table's rows in memory go to a Parquet file once they take this much.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    flush_mib: u64,
+    /// ...or once the oldest of them is this old.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_duration)]
+    flush_age: Duration,
     /// Started by a client in the background: leave its session.
     #[arg(long, hide = true)]
     detached: bool,
@@ -106,6 +112,8 @@ fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     config.ring_budget_bytes = run.ring_budget_mib.map(|m| m.saturating_mul(1 << 20));
     config.max_ring_bytes = run.max_ring_mib.saturating_mul(1 << 20);
     config.detach = run.detached;
+    config.ingest.flush_bytes = run.flush_mib.saturating_mul(1 << 20);
+    config.ingest.flush_age = run.flush_age;
     server::run(config).with_context(|| format!("IO daemon for {}", data.display()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -266,6 +266,12 @@ fn print_result(outcome: &QueryOutcome, format: Format) -> anyhow::Result<()> {
         out.flush()?;
         return Ok(());
     }
+    if let Some(tag) = &outcome.command {
+        // A statement that wrote: its tag, as psql prints it (`INSERT 0 3`).
+        writeln!(out, "{tag}")?;
+        out.flush()?;
+        return Ok(());
+    }
     match format {
         Format::Table => write_table(&mut out, &outcome.result)?,
         Format::Csv => write_csv(&mut out, &outcome.result)?,

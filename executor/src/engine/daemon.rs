@@ -153,9 +153,49 @@ impl Daemon {
             .as_deref()
     }
 
+    /// Sends a write to the daemon and waits until it is durable; the rows written.
+    /// The daemon's refusal (a duplicate key, a NULL in a `NOT NULL` column...) comes
+    /// back in its own words.
+    pub(crate) fn write(
+        &self,
+        message: &ringscan_ipc::msg::ClientMessage,
+        payload: &[u8],
+    ) -> datafusion::common::Result<u64> {
+        let path = self.client().path().to_path_buf();
+        // A table's rows and definition change: what is remembered of it is stale.
+        self.tables
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|source, _| {
+                !matches!(source, ScanSource::Table { .. }) || !writes(message, source)
+            });
+        ringscan_ipc::client::write_request(&path, message, payload, super::write::WRITE_TIMEOUT)
+            .map_err(|e| match e {
+                ClientError::Daemon { message } => {
+                    datafusion::common::DataFusionError::Execution(message)
+                }
+                other => datafusion::common::DataFusionError::External(Box::new(other)),
+            })
+    }
+
     /// Starts a scan on a connection and ring of its own.
     pub(crate) fn scan(&self, request: &ScanRequest) -> Result<ScanStream, ClientError> {
         self.client().scan(request)
+    }
+}
+
+/// Whether `message` writes the table `source`.
+fn writes(message: &ringscan_ipc::msg::ClientMessage, source: &ScanSource) -> bool {
+    use ringscan_ipc::msg::ClientMessage as M;
+    let ScanSource::Table { name } = source else {
+        return false;
+    };
+    match message {
+        M::Insert { table, .. } => table == name,
+        M::CreateTable { name: n, .. } | M::DropTable { name: n, .. } | M::Truncate { name: n } => {
+            n == name
+        }
+        _ => false,
     }
 }
 

@@ -27,6 +27,7 @@ mod local_time;
 mod rules;
 mod scan;
 mod table;
+mod write;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -341,7 +342,12 @@ fn statement_kind(sql: &str) -> (bool, bool) {
         .take_while(char::is_ascii_alphabetic)
         .collect::<String>()
         .to_ascii_uppercase();
-    let cacheable = matches!(head.as_str(), "SELECT" | "WITH" | "VALUES" | "EXPLAIN");
+    // An INSERT's plan is kept too (a prepared insert runs it with each row's values);
+    // it changes no name.
+    let cacheable = matches!(
+        head.as_str(),
+        "SELECT" | "WITH" | "VALUES" | "EXPLAIN" | "INSERT"
+    );
     // Anything but a query may change what names mean (views, settings): plans go.
     (cacheable, !cacheable && head != "SHOW")
 }
@@ -712,7 +718,7 @@ impl SqlSession {
                 .query_planner()
                 .create_physical_plan(&cached.plan, state),
         )?;
-        if !cached.explain && rerunnable(&plan) {
+        if !cached.explain && !matches!(cached.plan, LogicalPlan::Dml(_)) && rerunnable(&plan) {
             *kept = Some(Arc::clone(&plan));
         }
         Ok(plan)
@@ -749,22 +755,29 @@ impl SqlSession {
         interrupt: &Interrupt,
     ) -> Result<QueryOutcome, EngineError> {
         let start = Instant::now();
+        if write::may_be_ddl(sql) {
+            if let Some(outcome) = self.run_ddl(sql, start)? {
+                return Ok(outcome);
+            }
+        }
         let (cached, plan_hit) = self.plan(sql)?;
         let state = self.ctx.state();
         let bound = self.bind(cached, params, &state)?;
         let cached = Arc::clone(&bound.plan);
         let generic_plan = bound.key_values.is_some();
         let is_explain = cached.explain;
+        let writes = matches!(cached.plan, LogicalPlan::Dml(_));
         let zone = self.time_zone();
         // The zone is part of the answer: a plan's text names no types, and the same
         // text truncates to other days in another zone.
-        let key = (use_result_cache && !is_explain && !cached.entries.is_empty()).then(|| {
-            let values = bound.key_values.as_deref().unwrap_or_default();
-            ResultKey::from_parts(
-                format!("time zone {zone}\n{}\n{values}", cached.text),
-                data_version(&cached.entries),
-            )
-        });
+        let key =
+            (use_result_cache && !is_explain && !writes && !cached.entries.is_empty()).then(|| {
+                let values = bound.key_values.as_deref().unwrap_or_default();
+                ResultKey::from_parts(
+                    format!("time zone {zone}\n{}\n{values}", cached.text),
+                    data_version(&cached.entries),
+                )
+            });
         if let Some(result) = key.as_ref().and_then(|k| self.results.get(k)) {
             return Ok(QueryOutcome {
                 result,
@@ -775,6 +788,7 @@ impl SqlSession {
                 result_hit: true,
                 from_statistics: false,
                 total_us: micros(start),
+                command: None,
             });
         }
         let tables = &cached.entries;
@@ -810,6 +824,11 @@ impl SqlSession {
             .runtime
             .block_on(futures::future::select(running, stopped))
         {
+            futures::future::Either::Left((Err(e), _)) if writes => {
+                // The table may have been made anew with other columns: plan again.
+                self.plans.remove(&sql.to_owned());
+                return Err(not_null_words(e, &cached.plan).into());
+            }
             futures::future::Either::Left((batches, _)) => batches?,
             futures::future::Either::Right((reason, _)) => {
                 return Err(EngineError::Interrupted(reason))
@@ -843,6 +862,7 @@ impl SqlSession {
                 result_hit: false,
                 from_statistics: false,
                 total_us: micros(start),
+                command: None,
             });
         }
         let mut result = Arc::new(QueryResult {
@@ -858,6 +878,7 @@ impl SqlSession {
             result = Arc::new(result.owned().map_err(DataFusionError::from)?);
             self.results.insert(key, Arc::clone(&result));
         }
+        let command = writes.then(|| format!("INSERT 0 {}", inserted_rows(&result)));
         Ok(QueryOutcome {
             result,
             explain: None,
@@ -867,7 +888,131 @@ impl SqlSession {
             result_hit: false,
             from_statistics,
             total_us: micros(start),
+            command,
         })
+    }
+
+    /// Runs `sql` when it is a statement [`write`] runs itself (`CREATE TABLE`, `DROP
+    /// TABLE`, `TRUNCATE`); `Ok(None)` when it is not one.
+    fn run_ddl(&mut self, sql: &str, start: Instant) -> Result<Option<QueryOutcome>, EngineError> {
+        let ddl = if write::is_checkpoint(sql) {
+            write::Ddl::Checkpoint
+        } else {
+            let state = self.ctx.state();
+            let dialect = state.config().options().sql_parser.dialect;
+            let statement = state.sql_to_statement(sql, &dialect)?;
+            let datafusion::sql::parser::Statement::Statement(ast) = &statement else {
+                return Ok(None);
+            };
+            let Some(ddl) = write::ddl(ast)? else {
+                return Ok(None);
+            };
+            ddl
+        };
+        let mut tag = ddl.tag().to_owned();
+        match &ddl {
+            write::Ddl::Create {
+                name,
+                schema: None,
+                primary_key,
+                if_not_exists,
+                query: Some(query),
+            } => {
+                let rows = self.query(query, false)?;
+                let fields: Vec<arrow_schema::Field> = rows
+                    .result
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        arrow_schema::Field::new(f.name(), write::stored_type(f.data_type()), true)
+                    })
+                    .collect();
+                let schema = Arc::new(arrow_schema::Schema::new(fields));
+                write::run(
+                    &self.daemon,
+                    &write::Ddl::Create {
+                        name: name.clone(),
+                        schema: Some(schema.as_ref().clone()),
+                        primary_key: primary_key.clone(),
+                        if_not_exists: *if_not_exists,
+                        query: None,
+                    },
+                )?;
+                let batches = rows
+                    .result
+                    .batches
+                    .iter()
+                    .filter(|b| b.num_rows() > 0)
+                    .map(|b| {
+                        let columns = b
+                            .columns()
+                            .iter()
+                            .zip(schema.fields())
+                            .map(|(c, f)| arrow_cast::cast(c, f.data_type()))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        RecordBatch::try_new(Arc::clone(&schema), columns)
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(DataFusionError::from)?;
+                let mut inserted = 0;
+                if !batches.is_empty() {
+                    let payload = ringscan_ipc::msg::encode_ipc_stream(&schema, &batches)
+                        .map_err(DataFusionError::from)?;
+                    let message = ringscan_ipc::msg::ClientMessage::Insert {
+                        table: name.clone(),
+                        bytes: payload.len() as u64,
+                    };
+                    inserted = self.daemon.write(&message, &payload)?;
+                }
+                tag = format!("SELECT {inserted}");
+            }
+            other => write::run(&self.daemon, other)?,
+        }
+        // Names may mean other tables now.
+        self.plans.clear();
+        Ok(Some(QueryOutcome {
+            result: Arc::new(QueryResult {
+                schema: Arc::new(arrow_schema::Schema::empty()),
+                batches: Vec::new(),
+                rows: 0,
+            }),
+            explain: None,
+            scan: None,
+            plan_hit: false,
+            generic_plan: false,
+            result_hit: false,
+            from_statistics: false,
+            total_us: micros(start),
+            command: Some(tag),
+        }))
+    }
+
+    /// The columns of table `name` as stored (what rows written into it must have).
+    pub fn table_schema(&self, name: &str) -> Result<SchemaRef, EngineError> {
+        let source = ringscan_ipc::msg::ScanSource::Table {
+            name: name.to_owned(),
+        };
+        let entry = self.daemon.table(&source).map_err(|e| match e {
+            ClientError::Daemon { message } => EngineError::Query(DataFusionError::Plan(message)),
+            other => EngineError::Daemon(other),
+        })?;
+        Ok(Arc::clone(&entry.schema))
+    }
+
+    /// Writes `batches` (columns as [`Self::table_schema`] gives them) into table
+    /// `name` as one statement: all durable, or none. The rows written.
+    pub fn insert(&mut self, name: &str, batches: &[RecordBatch]) -> Result<u64, EngineError> {
+        let Some(first) = batches.first() else {
+            return Ok(0);
+        };
+        let payload = ringscan_ipc::msg::encode_ipc_stream(first.schema_ref(), batches)
+            .map_err(DataFusionError::from)?;
+        let message = ringscan_ipc::msg::ClientMessage::Insert {
+            table: name.to_owned(),
+            bytes: payload.len() as u64,
+        };
+        Ok(self.daemon.write(&message, &payload)?)
     }
 
     /// Drops `sql`'s plan from the plan cache: for a query whose tables the cache
@@ -946,6 +1091,7 @@ fn refuse_table_ddl(statement: &datafusion::sql::parser::Statement) -> Result<()
     let what = match statement {
         Statement::CreateExternalTable(_) => "CREATE EXTERNAL TABLE",
         Statement::Statement(s) => match s.as_ref() {
+            // Those `write` did not take (it takes every other CREATE TABLE).
             ast::Statement::CreateTable(_) => "CREATE TABLE",
             _ => return Ok(()),
         },
@@ -990,15 +1136,72 @@ fn exponent_literals_as_double(statement: &mut datafusion::sql::parser::Statemen
 
 fn read_only(what: &str) -> EngineError {
     EngineError::Query(DataFusionError::NotImplemented(format!(
-        "{what}: tables are the data directory's Parquet files, read-only to SQL (CREATE VIEW and DROP VIEW work)"
+        "{what}: a table of the data directory is its Parquet files; CREATE TABLE makes one \
+         that INSERT and COPY write"
     )))
+}
+
+/// Arrow's refusal of a NULL in a `NOT NULL` column of an `INSERT`'s rows, in
+/// PostgreSQL's words (which clients map to SQLSTATE 23502): the column by its table
+/// name where the rows are the table's columns in order.
+fn not_null_words(e: DataFusionError, plan: &LogicalPlan) -> DataFusionError {
+    let text = e.to_string();
+    let Some((_, rest)) = text.split_once("Column '") else {
+        return e;
+    };
+    let Some((column, _)) = rest.split_once("' is declared as non-nullable") else {
+        return e;
+    };
+    let LogicalPlan::Dml(dml) = plan else {
+        return e;
+    };
+    let schema = dml.target.schema();
+    let position = column
+        .strip_prefix("column")
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|&n| n >= 1 && dml.input.schema().fields().len() == schema.fields().len());
+    let name = match (schema.field_with_name(column), position) {
+        (Ok(field), _) => field.name().clone(),
+        (Err(_), Some(n)) => schema.field(n - 1).name().clone(),
+        (Err(_), None) => column.to_owned(),
+    };
+    DataFusionError::Execution(format!(
+        "null value in column \"{name}\" of relation \"{}\" violates not-null constraint",
+        dml.table_name.table()
+    ))
+}
+
+/// The count an `INSERT`'s plan returns.
+fn inserted_rows(result: &QueryResult) -> u64 {
+    use arrow_array::cast::AsArray;
+    result
+        .batches
+        .iter()
+        .filter(|b| b.num_columns() == 1)
+        .filter_map(|b| {
+            b.column(0)
+                .as_primitive_opt::<arrow_array::types::UInt64Type>()
+        })
+        .map(|c| c.iter().flatten().sum::<u64>())
+        .sum()
 }
 
 /// Refuses what would write: the tables are the data directory's Parquet files, which
 /// SQL reads; only views (per session) may be created and dropped.
 fn refuse_writes(plan: &LogicalPlan) -> Result<(), EngineError> {
+    use datafusion::logical_expr::dml::InsertOp;
+    use datafusion::logical_expr::WriteOp;
     let what = match plan {
-        LogicalPlan::Dml(dml) => dml.name().to_ascii_uppercase(),
+        LogicalPlan::Dml(dml) if dml.op == WriteOp::Insert(InsertOp::Append) => return Ok(()),
+        LogicalPlan::Dml(dml) => {
+            return Err(EngineError::Query(DataFusionError::NotImplemented(
+                format!(
+                    "{}: tables take INSERT, COPY FROM, TRUNCATE and DROP TABLE; rows are not \
+                 changed or deleted one by one",
+                    dml.name().to_ascii_uppercase()
+                ),
+            )))
+        }
         LogicalPlan::Copy(_) => "COPY".into(),
         LogicalPlan::Ddl(DdlStatement::CreateView(_) | DdlStatement::DropView(_)) => return Ok(()),
         LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(_)) => "CREATE TABLE".into(),

@@ -87,6 +87,34 @@ impl TableProvider for DaemonTable {
             .collect())
     }
 
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: datafusion::logical_expr::dml::InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        use datafusion::logical_expr::dml::InsertOp;
+        let ringscan_ipc::msg::ScanSource::Table { name } = &self.entry.source else {
+            return datafusion::common::not_impl_err!(
+                "INSERT into files named by path: insert into a table (CREATE TABLE makes one)"
+            );
+        };
+        if insert_op != InsertOp::Append {
+            return datafusion::common::not_impl_err!("{insert_op}: only INSERT INTO appends");
+        }
+        let sink = super::write::DaemonSink::new(
+            Arc::clone(&self.daemon),
+            name.clone(),
+            Arc::clone(&self.schema),
+            Arc::clone(&self.entry.schema),
+        );
+        Ok(Arc::new(datafusion::datasource::sink::DataSinkExec::new(
+            input,
+            Arc::new(sink),
+            None,
+        )))
+    }
+
     async fn scan(
         &self,
         state: &dyn Session,

@@ -327,6 +327,65 @@ fn is_hot(exec: &Exec<'_>, task: &RgTask) -> bool {
 /// the row group at the head of the line streams through without piling up.
 const MAX_TASK_CHANNEL_BATCHES: usize = 4096;
 
+/// Rows held in memory (a written table's memtable), read as a scan of files reads
+/// its rows: `predicate` filters them (the same evaluator), `offset` rows that pass are
+/// skipped, at most `limit` are handed to `sink` in batches of at most `batch_size`,
+/// with the columns of `projection`. `offset` and `limit` are left with what the rows
+/// did not use up, for the files after them. Returns the rows handed over and whether
+/// the sink asked to stop.
+pub fn scan_rows(
+    batches: &[RecordBatch],
+    projection: &[String],
+    predicate: Option<&Predicate>,
+    offset: &mut u64,
+    limit: &mut Option<u64>,
+    batch_size: usize,
+    sink: &mut Sink<'_>,
+) -> Result<(u64, bool), ScanError> {
+    let memory = Path::new("rows in memory");
+    let mut emitted = 0u64;
+    for batch in batches {
+        if *limit == Some(0) {
+            break;
+        }
+        let indexes = projection
+            .iter()
+            .map(|name| batch.schema_ref().index_of(name))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ScanError::Sink(format!("{}: {e}", memory.display())))?;
+        let kept = match predicate {
+            Some(p) => {
+                let mask = filter::evaluate(p, batch, memory)?;
+                arrow_select::filter::filter_record_batch(batch, &mask)
+                    .map_err(|e| ScanError::Sink(format!("{}: {e}", memory.display())))?
+            }
+            None => batch.clone(),
+        };
+        let mut kept = kept
+            .project(&indexes)
+            .map_err(|e| ScanError::Sink(format!("{}: {e}", memory.display())))?;
+        let skip = usize::try_from((*offset).min(kept.num_rows() as u64)).unwrap_or(0);
+        *offset -= skip as u64;
+        kept = kept.slice(skip, kept.num_rows() - skip);
+        if let Some(left) = limit {
+            let take = usize::try_from((*left).min(kept.num_rows() as u64)).unwrap_or(0);
+            kept = kept.slice(0, take);
+            *left -= take as u64;
+        }
+        let mut at = 0;
+        while at < kept.num_rows() {
+            let len = batch_size.max(1).min(kept.num_rows() - at);
+            let piece = kept.slice(at, len);
+            at += len;
+            emitted += len as u64;
+            if !sink(piece)? {
+                return Ok((emitted, true));
+            }
+        }
+    }
+    Ok((emitted, false))
+}
+
 /// Run a scan, handing batches to `sink` in file order and row order. An error stops the
 /// scan (batches already handed over stay handed over); so does `Ok(false)` from the sink
 /// (not an error).

@@ -1,6 +1,6 @@
 //! One connection: read requests, answer them; a scan takes the connection over.
 
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -66,9 +66,11 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
                 match statistics(shared, &source, &columns) {
                     Ok(stats) => DaemonMessage::Statistics(stats),
                     Err(message) => {
-                        shared
-                            .log
-                            .line(&format!("statistics {source:?}: error: {message}"));
+                        if !message.starts_with(ROWS_IN_MEMORY) {
+                            shared
+                                .log
+                                .line(&format!("statistics {source:?}: error: {message}"));
+                        }
                         // The executor falls back to a scan and goes on using this
                         // connection: keep it open.
                         reply_error(&mut stream, message);
@@ -86,6 +88,68 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
                 scan::serve(shared, stream, request, activity);
                 return;
             }
+            ClientMessage::Insert { table, bytes } => {
+                let mut payload = Vec::new();
+                let read = (&mut stream).take(bytes).read_to_end(&mut payload);
+                if read.is_err() || payload.len() as u64 != bytes {
+                    // Cut off (the client went away mid-statement): nothing of it is
+                    // applied, and the connection is out of step.
+                    shared.log.line(&format!(
+                        "insert into {table}: the rows ended after {} of {bytes} bytes",
+                        payload.len()
+                    ));
+                    return;
+                }
+                match insert(shared, &table, &payload) {
+                    Ok((rows, lsn)) => DaemonMessage::Written { rows, lsn },
+                    Err(message) => {
+                        reply_error(&mut stream, message);
+                        continue;
+                    }
+                }
+            }
+            ClientMessage::CreateTable {
+                name,
+                schema_ipc,
+                primary_key,
+                if_not_exists,
+            } => match create_table(shared, &name, &schema_ipc, &primary_key, if_not_exists) {
+                Ok(()) => DaemonMessage::Written { rows: 0, lsn: 0 },
+                Err(message) => {
+                    reply_error(&mut stream, message);
+                    continue;
+                }
+            },
+            ClientMessage::DropTable { name, if_exists } => {
+                match ingest(shared).and_then(|i| i.drop_table(&name, if_exists)) {
+                    Ok(dropped) => {
+                        if dropped {
+                            shared.log.line(&format!("dropped table {name}"));
+                        }
+                        DaemonMessage::Written { rows: 0, lsn: 0 }
+                    }
+                    Err(message) => {
+                        reply_error(&mut stream, message);
+                        continue;
+                    }
+                }
+            }
+            ClientMessage::Truncate { name } => {
+                match ingest(shared).and_then(|i| i.truncate(&name)) {
+                    Ok(()) => DaemonMessage::Written { rows: 0, lsn: 0 },
+                    Err(message) => {
+                        reply_error(&mut stream, message);
+                        continue;
+                    }
+                }
+            }
+            ClientMessage::Flush => match ingest(shared).and_then(|i| i.flush(true)) {
+                Ok(rows) => DaemonMessage::Written { rows, lsn: 0 },
+                Err(message) => {
+                    reply_error(&mut stream, message);
+                    continue;
+                }
+            },
             ClientMessage::Refine { .. } | ClientMessage::Cancel => {
                 reply_error(
                     &mut stream,
@@ -102,11 +166,67 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
     }
 }
 
+/// Why a written table has no footer statistics (not worth a log line: it is common).
+const ROWS_IN_MEMORY: &str = "the table has rows in memory";
+
+/// The daemon's written tables, or why writes are refused.
+fn ingest(shared: &Shared) -> Result<&crate::ingest::store::Ingest, String> {
+    shared
+        .ingest
+        .as_ref()
+        .map_err(|e| format!("writes are refused: {e}"))
+}
+
+fn insert(shared: &Shared, table: &str, payload: &[u8]) -> Result<(u64, u64), String> {
+    let ingest = ingest(shared)?;
+    let (_, batches) = ringscan_ipc::msg::read_ipc_stream(payload)
+        .map_err(|e| format!("insert into {table}: the rows do not decode: {e}"))?;
+    let commit = ingest.prepare(table, batches, payload)?;
+    ingest.commit(commit)
+}
+
+fn create_table(
+    shared: &Shared,
+    name: &str,
+    schema_ipc: &[u8],
+    primary_key: &[String],
+    if_not_exists: bool,
+) -> Result<(), String> {
+    let ingest = ingest(shared)?;
+    let schema = ringscan_ipc::msg::decode_schema(schema_ipc)
+        .map_err(|e| format!("create table {name}: the schema does not decode: {e}"))?;
+    if ingest.create_table(name, &schema, primary_key, if_not_exists)? {
+        shared.log.line(&format!(
+            "created table {name} ({} columns{})",
+            schema.fields().len(),
+            if primary_key.is_empty() {
+                String::new()
+            } else {
+                format!(", primary key {}", primary_key.join(", "))
+            }
+        ));
+    }
+    Ok(())
+}
+
 fn statistics(
     shared: &Shared,
     source: &ScanSource,
     columns: &[String],
 ) -> Result<TableStatistics, String> {
+    if let Some(snapshot) = written(shared, source) {
+        if !snapshot.rows.is_empty() {
+            // Footers say nothing of the rows in memory: the client scans instead.
+            return Err(
+                "the table has rows in memory, which footer statistics do not cover".into(),
+            );
+        }
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::source_stats::resolved_statistics(snapshot.table, columns, &shared.cache)
+        }))
+        .map_err(|_| "internal error: reading statistics panicked".to_owned())?
+        .map_err(|e| chain(&e));
+    }
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::source_stats::table_statistics(&shared.data_dir, source, columns, &shared.cache)
     }))
@@ -114,7 +234,24 @@ fn statistics(
     .map_err(|e| chain(&e))
 }
 
+/// The snapshot of `source` when it is a table the daemon writes (with its files'
+/// versions: what describe and statistics answer).
+fn written(shared: &Shared, source: &ScanSource) -> Option<crate::ingest::store::Snapshot> {
+    match (source, &shared.ingest) {
+        (ScanSource::Table { name }, Ok(ingest)) => ingest.snapshot(name, true),
+        _ => None,
+    }
+}
+
 fn describe(shared: &Shared, source: &ScanSource) -> Result<TableInfo, String> {
+    if let Some(snapshot) = written(shared, source) {
+        let schema_ipc = encode_schema(&snapshot.table.schema).map_err(|e| chain(&e))?;
+        return Ok(TableInfo {
+            schema_ipc,
+            files: snapshot.table.listing.file_versions,
+            dirs: snapshot.table.listing.dirs,
+        });
+    }
     let resolved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         shared
             .resolved

@@ -84,6 +84,8 @@ pub struct DaemonConfig {
     /// Started in the background by a client: leave the caller's session (`setsid`),
     /// so that its terminal closing sends nothing here.
     pub detach: bool,
+    /// When written tables' rows in memory go to Parquet.
+    pub ingest: crate::ingest::store::IngestConfig,
 }
 
 impl DaemonConfig {
@@ -114,6 +116,7 @@ impl DaemonConfig {
             ring_budget_bytes: None,
             max_ring_bytes: Self::DEFAULT_MAX_RING_BYTES,
             detach: false,
+            ingest: crate::ingest::store::IngestConfig::default(),
         }
     }
 
@@ -299,6 +302,9 @@ pub(crate) struct Shared {
     pub(crate) threads: pool::ThreadPool,
     /// The executable this daemon runs, as it stood at start ([`ExeIdentity`]).
     exe: Option<ExeIdentity>,
+    /// The tables the daemon writes, or why there are none (a log that cannot be
+    /// recovered: reads go on, writes are refused with this).
+    pub(crate) ingest: Result<crate::ingest::store::Ingest, String>,
 }
 
 /// Where the daemon's executable is and which file it was at start (device, inode).
@@ -457,11 +463,28 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     })
     .map_err(DaemonError::Config)?;
     let ring_budget = plan.ring_bytes;
+    let log = Log::open(&log_path(&data_dir));
+    let ingest = crate::ingest::store::Ingest::open(&data_dir, &state, config.ingest.clone());
+    match &ingest {
+        Ok((_, recovered)) if recovered.tables > 0 => log.line(&format!(
+            "written tables: {}; replayed {} log records ({} rows){}",
+            recovered.tables,
+            recovered.records,
+            recovered.rows,
+            match recovered.orphans_removed {
+                0 => String::new(),
+                n => format!("; removed {n} files of flushes that did not commit"),
+            }
+        )),
+        Ok(_) => {}
+        Err(e) => log.line(&format!("writes are refused: {e}")),
+    }
     let shared = Arc::new(Shared {
+        ingest: ingest.map(|(ingest, _)| ingest),
         resolved: crate::table::ResolveCache::new(RESOLVE_CACHE_BYTES),
         cache: MetadataCache::new(usize::try_from(plan.metadata_cache_bytes).unwrap_or(usize::MAX))
             .with_column_cache(usize::try_from(plan.column_cache_bytes).unwrap_or(usize::MAX)),
-        log: Log::open(&log_path(&data_dir)),
+        log,
         data_dir: data_dir.clone(),
         config,
         started: Instant::now(),
@@ -503,6 +526,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         plan.scan_bytes >> 20,
     ));
     let watchdog = spawn_watchdog(&shared, &socket);
+    let flusher = spawn_flusher(&shared);
     let reason = match accept_loop(&listener, &shared) {
         _ if TERMINATED.load(Ordering::Acquire) => "SIGTERM or SIGINT",
         reason => reason,
@@ -529,6 +553,19 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         std::thread::sleep(EXIT_POLL);
     }
     shared.rings.stop();
+    if let Ok(f) = flusher {
+        let _ = f.join();
+    }
+    if let Ok(ingest) = &shared.ingest {
+        // A clean stop leaves no row only in the log.
+        match ingest.close() {
+            Ok(0) => {}
+            Ok(rows) => shared.log.line(&format!("flushed {rows} rows to Parquet")),
+            Err(e) => shared.log.line(&format!(
+                "flush at exit failed (the log keeps the rows): {e}"
+            )),
+        }
+    }
     shared.log.line(&format!(
         "daemon exiting ({reason}): {} scans served",
         shared.scans_served.load(Ordering::Relaxed)
@@ -536,6 +573,46 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     drop(lock); // unlocks
     Ok(())
 }
+
+/// Flushes the written tables' memtables that are due, once a second, until the
+/// daemon stops.
+fn spawn_flusher(shared: &Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("ringscan-flush".into())
+        .spawn(move || {
+            let Ok(ingest) = &shared.ingest else {
+                return;
+            };
+            let mut last_error = String::new();
+            let stopping = || shared.stopping.load(Ordering::Acquire);
+            while !stopping() {
+                // In slices: the daemon's exit must not wait a whole poll for this.
+                let slept = Instant::now();
+                while slept.elapsed() < FLUSH_POLL && !stopping() {
+                    std::thread::sleep(EXIT_POLL);
+                }
+                if stopping() {
+                    break;
+                }
+                match ingest.flush(false) {
+                    Ok(0) => {}
+                    Ok(rows) => shared.log.line(&format!("flushed {rows} rows to Parquet")),
+                    // Once per distinct cause: a full disk fails every second.
+                    Err(e) if e != last_error => {
+                        shared
+                            .log
+                            .line(&format!("flush failed (the log keeps the rows): {e}"));
+                        last_error = e;
+                    }
+                    Err(_) => {}
+                }
+            }
+        })
+}
+
+/// How often the flusher looks at the memtables.
+const FLUSH_POLL: Duration = Duration::from_millis(500);
 
 /// Why the accept loop should end, decided by [`spawn_watchdog`]'s thread or a `Stop`.
 fn exit_reason(shared: &Shared) -> Option<&'static str> {

@@ -267,18 +267,30 @@ fn source_text(source: &ScanSource) -> String {
 /// A resolved request: what to scan and the stream's schema.
 struct Prepared {
     table: ResolvedTable,
+    /// A written table's rows in memory, scanned before its files.
+    memtable: Vec<RecordBatch>,
     projection: Vec<String>,
     output: SchemaRef,
 }
 
 fn prepare(shared: &Shared, request: &ScanRequest) -> Result<Prepared, String> {
-    let table = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        shared
-            .resolved
-            .resolve(&shared.data_dir, &request.source, &shared.cache)
-    }))
-    .map_err(|_| "internal error: resolving the table panicked".to_owned())?
-    .map_err(|e| chain(&e))?;
+    let written = match (&request.source, &shared.ingest) {
+        (ScanSource::Table { name }, Ok(ingest)) => ingest.snapshot(name, false),
+        _ => None,
+    };
+    let (table, memtable) = match written {
+        Some(snapshot) => (snapshot.table, snapshot.rows),
+        None => (
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                shared
+                    .resolved
+                    .resolve(&shared.data_dir, &request.source, &shared.cache)
+            }))
+            .map_err(|_| "internal error: resolving the table panicked".to_owned())?
+            .map_err(|e| chain(&e))?,
+            Vec::new(),
+        ),
+    };
     let schema = &table.schema;
     let columns = || {
         schema
@@ -317,6 +329,7 @@ fn prepare(shared: &Shared, request: &ScanRequest) -> Result<Prepared, String> {
     let output = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
     Ok(Prepared {
         table,
+        memtable,
         projection,
         output,
     })
@@ -684,11 +697,11 @@ fn run_scan(
     memory_bytes: u64,
 ) -> Result<ScanSummary, String> {
     let state = &control.state;
+    let mut offset = request.offset;
+    let mut limit = request.limit;
     let spec = ScanSpec::new(&prepared.table.listing.root, &prepared.table.listing.files)
         .with_projection(Some(&prepared.projection))
         .with_predicate(request.predicate.as_ref())
-        .with_limit(request.limit)
-        .with_offset(request.offset)
         .with_distinct(request.distinct)
         .with_batch_size(request.batch_size)
         .with_dynamic_filter(Some(&state.refine))
@@ -739,7 +752,27 @@ fn run_scan(
                 Err(e) => Err(ScanError::Sink(chain(&e))),
             }
         };
-        scan_files(&spec, &shared.cache, &mut sink)
+        // A written table's rows in memory first, then its files with what offset and
+        // limit the rows left.
+        let (from_memory, stopped) = crate::scan::scan_rows(
+            &prepared.memtable,
+            &prepared.projection,
+            request.predicate.as_ref(),
+            &mut offset,
+            &mut limit,
+            request.batch_size,
+            &mut sink,
+        )?;
+        if stopped || limit == Some(0) || prepared.table.listing.files.is_empty() {
+            return Ok(ScanSummary {
+                rows_emitted: from_memory,
+                ..ScanSummary::default()
+            });
+        }
+        let spec = spec.with_limit(limit).with_offset(offset);
+        let mut summary = scan_files(&spec, &shared.cache, &mut sink)?;
+        summary.rows_emitted += from_memory;
+        Ok(summary)
     }));
     let mut summary = match outcome {
         Ok(Ok(summary)) => summary,

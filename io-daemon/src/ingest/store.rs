@@ -1,0 +1,1388 @@
+//! The tables the daemon writes: created by `CREATE TABLE`, filled by `INSERT` and
+//! `COPY`, read by every scan at once.
+//!
+//! A write goes: rows checked against the table (types, `NOT NULL`) on the connection's
+//! thread → the write-ahead log's writer thread checks the primary key and appends the
+//! record, one `fdatasync` for every commit waiting → the rows join the table's
+//! memtable → the client is answered. A scan takes a snapshot of the table (its
+//! manifest's files and its memtable) under one lock, so that a flush moving rows from
+//! the memtable into a file is seen entirely or not at all.
+//!
+//! A flush writes a table's memtable as one Parquet file sorted by the primary key
+//! (statistics, page index, a bloom filter on the key), syncs it, commits it by the
+//! manifest ([`Manifest::store`]), then drops those rows from the memtable; once no
+//! memtable needs the oldest log segments, they are removed.
+//!
+//! The tables' data version: scans' clients cache results while every file of a table
+//! stats the same. Rows in memory change no file, so every change to a memtable also
+//! grows `<data>/.ringscan/ingest.version` by one byte (a sparse extension: it needs
+//! no disk space), under the same lock the change takes; a table's version names that
+//! file too.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_row::{RowConverter, SortField};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::SortingColumn;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use ringscan_ipc::msg::FileVersion;
+
+use super::file::{FsDir, LogDir};
+use super::manifest::{sync_dir, Manifest, ManifestFile, MANIFEST_FILE};
+use super::wal::{Committer, Lsn, Wal};
+use crate::hive::PartitionTypes;
+use crate::table::{Listing, ResolvedTable};
+
+/// When a table's memtable is written to Parquet.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// A memtable holding this many bytes is flushed.
+    pub flush_bytes: u64,
+    /// A memtable whose oldest rows are this old is flushed.
+    pub flush_age: Duration,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            flush_bytes: 64 << 20,
+            flush_age: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Rows of a data file per row group, and per page: small enough that a point lookup
+/// on the key reads one page.
+const ROW_GROUP_ROWS: usize = 64 * 1024;
+const PAGE_ROWS: usize = 2048;
+
+/// The daemon's written tables and their log.
+#[derive(Debug)]
+pub struct Ingest {
+    tables: Arc<Tables>,
+    wal: Wal<Writer>,
+    flushing: Mutex<()>,
+    config: IngestConfig,
+}
+
+/// What recovery found.
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// Tables with a manifest.
+    pub tables: usize,
+    /// Log records replayed into memtables.
+    pub records: u64,
+    /// Rows those records held.
+    pub rows: u64,
+    /// Files of flushes that never committed, removed.
+    pub orphans_removed: usize,
+}
+
+#[derive(Debug)]
+struct Tables {
+    data_dir: PathBuf,
+    map: RwLock<HashMap<String, Arc<Table>>>,
+    /// The last log position applied to a memtable (commits apply in log order).
+    applied_lsn: AtomicU64,
+    version: Version,
+}
+
+/// A table the daemon writes.
+#[derive(Debug)]
+pub(crate) struct Table {
+    name: String,
+    id: u64,
+    dir: PathBuf,
+    schema: SchemaRef,
+    /// The primary key's column indexes.
+    key: Vec<usize>,
+    state: RwLock<TableState>,
+}
+
+#[derive(Debug)]
+struct TableState {
+    manifest: Manifest,
+    /// Rows not yet in a file, with the log position of the commit that wrote them.
+    mem: Vec<(Lsn, RecordBatch)>,
+    mem_bytes: u64,
+    /// When the oldest row of `mem` arrived.
+    oldest: Option<Instant>,
+    /// Every key of the table (files, memtable, and commits being written).
+    keys: HashSet<Box<[u8]>>,
+    /// Counts truncates: a commit whose keys were checked before one re-adds them.
+    epoch: u64,
+    dropped: bool,
+}
+
+/// An encoded primary key, with the (batch, row) that holds it.
+type KeyAt = (Box<[u8]>, (usize, usize));
+
+/// One statement's rows on their way through the log.
+#[derive(Debug)]
+pub struct Commit {
+    table: Arc<Table>,
+    batches: Vec<RecordBatch>,
+    /// Their primary keys, encoded, with (batch, row) to name one in an error.
+    keys: Vec<KeyAt>,
+    payload: Vec<u8>,
+    /// The table's truncate count when the keys were checked.
+    epoch: AtomicU64,
+}
+
+/// The log's committer: keys checked in log order, rows applied after the sync.
+#[derive(Debug)]
+struct Writer {
+    tables: Arc<Tables>,
+}
+
+/// A snapshot of a table for one scan.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Its files and schema, as a table listed from the directory would be.
+    pub table: ResolvedTable,
+    /// Its rows in memory.
+    pub rows: Vec<RecordBatch>,
+}
+
+fn lock_read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn lock_write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Ingest {
+    /// Opens the written tables of `data_dir` (those with a manifest) and the log under
+    /// `state_dir/wal`, replaying into memtables what the manifests do not cover.
+    pub fn open(
+        data_dir: &Path,
+        state_dir: &Path,
+        config: IngestConfig,
+    ) -> Result<(Self, Recovered), String> {
+        let wal_dir = state_dir.join("wal");
+        fs::create_dir_all(&wal_dir).map_err(|e| {
+            format!(
+                "{}: cannot create the log directory: {e}",
+                wal_dir.display()
+            )
+        })?;
+        let log_dir: Arc<dyn LogDir> = Arc::new(FsDir::new(&wal_dir));
+        Self::open_with(data_dir, state_dir, log_dir, config)
+    }
+
+    /// [`Self::open`] with the log in `log_dir` (tests wrap it).
+    pub fn open_with(
+        data_dir: &Path,
+        state_dir: &Path,
+        log_dir: Arc<dyn LogDir>,
+        config: IngestConfig,
+    ) -> Result<(Self, Recovered), String> {
+        let mut recovered = Recovered::default();
+        let mut map = HashMap::new();
+        let entries = fs::read_dir(data_dir).map_err(|e| {
+            format!(
+                "{}: cannot list the data directory: {e}",
+                data_dir.display()
+            )
+        })?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let dir = entry.path();
+            let Some(manifest) = Manifest::load(&dir).map_err(|e| e.to_string())? else {
+                continue;
+            };
+            recovered.orphans_removed += remove_orphans(&dir, &manifest);
+            let table = Table::open(name.clone(), dir, manifest)?;
+            map.insert(name, Arc::new(table));
+        }
+        recovered.tables = map.len();
+        let version = Version::create(&state_dir.join("ingest.version"))?;
+        let tables = Arc::new(Tables {
+            data_dir: data_dir.to_path_buf(),
+            map: RwLock::new(map),
+            applied_lsn: AtomicU64::new(0),
+            version,
+        });
+        let writer = Writer {
+            tables: Arc::clone(&tables),
+        };
+        let replay_tables = Arc::clone(&tables);
+        let (mut records, mut rows) = (0u64, 0u64);
+        let (wal, _) = Wal::open(log_dir, writer, |lsn, payload| {
+            replay_tables.applied_lsn.store(lsn, Ordering::Release);
+            let record = Record::decode(payload)?;
+            let map = lock_read(&replay_tables.map);
+            let Some(table) = map.get(&record.table).filter(|t| t.id == record.id) else {
+                // A table dropped (or dropped and made anew) since.
+                return Ok(());
+            };
+            let mut state = lock_write(&table.state);
+            if lsn <= state.manifest.flushed_lsn {
+                return Ok(());
+            }
+            let batches = table
+                .conform(record.rows)
+                .map_err(|e| format!("log record {lsn} for table {}: {e}", table.name))?;
+            let keys = table.keys_of(&batches)?;
+            for (key, _) in keys {
+                state.keys.insert(key);
+            }
+            records += 1;
+            rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            state.add(lsn, batches);
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        recovered.records = records;
+        recovered.rows = rows;
+        let ingest = Self {
+            tables,
+            wal,
+            flushing: Mutex::new(()),
+            config,
+        };
+        Ok((ingest, recovered))
+    }
+
+    /// The written table `name`, if it is one.
+    pub(crate) fn table(&self, name: &str) -> Option<Arc<Table>> {
+        lock_read(&self.tables.map).get(name).cloned()
+    }
+
+    /// Whether `name` is a written table.
+    pub fn has_table(&self, name: &str) -> bool {
+        lock_read(&self.tables.map).contains_key(name)
+    }
+
+    /// Creates table `name`; `Ok(false)` when it exists and `if_not_exists`.
+    pub fn create_table(
+        &self,
+        name: &str,
+        schema: &Schema,
+        primary_key: &[String],
+        if_not_exists: bool,
+    ) -> Result<bool, String> {
+        check_name(name)?;
+        check_schema(schema, primary_key)?;
+        let mut map = lock_write(&self.tables.map);
+        let dir = self.tables.data_dir.join(name);
+        if map.contains_key(name) || dir.exists() {
+            if if_not_exists {
+                return Ok(false);
+            }
+            return Err(if map.contains_key(name) {
+                format!("relation \"{name}\" already exists")
+            } else {
+                format!(
+                    "relation \"{name}\" already exists (a directory of the data directory, \
+                     not written by ringscan)"
+                )
+            });
+        }
+        // The id only has to differ from every table's whose records the log may still
+        // hold: the clock in nanoseconds, past the largest id known.
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let id = map.values().map(|t| t.id + 1).max().unwrap_or(0).max(now);
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        for field in &mut fields {
+            if primary_key.iter().any(|k| k == field.name()) {
+                *field = field.clone().with_nullable(false);
+            }
+        }
+        let schema = Schema::new(fields);
+        let manifest = Manifest::new(id, &schema, primary_key.to_vec())?;
+        fs::create_dir(&dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+        let stored = manifest
+            .store(&dir)
+            .map_err(|e| e.to_string())
+            .and_then(|()| sync_dir(&self.tables.data_dir).map_err(|e| e.to_string()));
+        if let Err(e) = stored {
+            let _ = fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+        let table = Table::open(name.to_owned(), dir, manifest)?;
+        map.insert(name.to_owned(), Arc::new(table));
+        self.tables.version.bump();
+        Ok(true)
+    }
+
+    /// Drops table `name` (its files too); `Ok(false)` when there is none and
+    /// `if_exists`.
+    pub fn drop_table(&self, name: &str, if_exists: bool) -> Result<bool, String> {
+        let mut map = lock_write(&self.tables.map);
+        let Some(table) = map.get(name).cloned() else {
+            if if_exists {
+                return Ok(false);
+            }
+            return Err(self.no_table(name));
+        };
+        let mut state = lock_write(&table.state);
+        // The manifest goes first: a crash after it leaves files no manifest names,
+        // which nothing reads and the directory's removal below (or a later drop of the
+        // leftover directory by hand) clears.
+        let manifest = table.dir.join(MANIFEST_FILE);
+        fs::remove_file(&manifest)
+            .map_err(|e| format!("{}: cannot remove: {e}", manifest.display()))?;
+        let _ = sync_dir(&table.dir);
+        state.dropped = true;
+        state.mem.clear();
+        state.keys.clear();
+        map.remove(name);
+        let _ = fs::remove_dir_all(&table.dir);
+        let _ = sync_dir(&self.tables.data_dir);
+        self.tables.version.bump();
+        Ok(true)
+    }
+
+    /// Removes every row of table `name`.
+    pub fn truncate(&self, name: &str) -> Result<(), String> {
+        let table = self.table(name).ok_or_else(|| self.no_table(name))?;
+        let _flush = self.flushing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock_write(&table.state);
+        let old_files = std::mem::take(&mut state.manifest.files);
+        let mut manifest = state.manifest.clone();
+        // Every commit applied so far is older than this; every later one is newer
+        // (commits apply in log order), and recovery replays only those.
+        manifest.flushed_lsn = self.tables.applied_lsn.load(Ordering::Acquire);
+        if let Err(e) = manifest.store(&table.dir) {
+            state.manifest.files = old_files;
+            return Err(e.to_string());
+        }
+        state.manifest = manifest;
+        state.mem.clear();
+        state.mem_bytes = 0;
+        state.oldest = None;
+        state.keys.clear();
+        state.epoch += 1;
+        self.tables.version.bump();
+        drop(state);
+        for file in old_files {
+            let _ = fs::remove_file(table.dir.join(&file.name));
+        }
+        Ok(())
+    }
+
+    fn no_table(&self, name: &str) -> String {
+        if self.tables.data_dir.join(name).is_dir() {
+            format!(
+                "table \"{name}\" was not created by ringscan: its files are read-only \
+                 (CREATE TABLE makes a table that INSERT and COPY write)"
+            )
+        } else {
+            format!("relation \"{name}\" does not exist")
+        }
+    }
+
+    /// Checks `batches` against table `name` (columns, types, `NOT NULL`) and makes a
+    /// commit of them, `payload` being their Arrow IPC stream as received (what the log
+    /// stores).
+    pub fn prepare(
+        &self,
+        name: &str,
+        batches: Vec<RecordBatch>,
+        payload: &[u8],
+    ) -> Result<Commit, String> {
+        let table = self.table(name).ok_or_else(|| self.no_table(name))?;
+        let batches = table.conform(batches)?;
+        let keys = table.keys_of(&batches)?;
+        let mut record = Vec::with_capacity(payload.len() + name.len() + 16);
+        Record::encode_head(&mut record, table.id, name);
+        record.extend_from_slice(payload);
+        Ok(Commit {
+            table,
+            batches,
+            keys,
+            payload: record,
+            epoch: AtomicU64::new(0),
+        })
+    }
+
+    /// Writes `commit` durably and applies it; returns its rows and log position.
+    pub fn commit(&self, commit: Commit) -> Result<(u64, Lsn), String> {
+        let rows = commit.batches.iter().map(|b| b.num_rows() as u64).sum();
+        let lsn = self.wal.commit(commit).map_err(|e| e.to_string())?;
+        Ok((rows, lsn))
+    }
+
+    /// The snapshot of table `name` a scan reads, if it is a written table.
+    pub fn snapshot(&self, name: &str, with_versions: bool) -> Option<Snapshot> {
+        let table = self.table(name)?;
+        let state = lock_read(&table.state);
+        let files: Vec<PathBuf> = state
+            .manifest
+            .files
+            .iter()
+            .map(|f| PathBuf::from(&f.name))
+            .collect();
+        let (file_versions, dirs) = if with_versions {
+            let rel = |p: &Path| {
+                p.strip_prefix(&self.tables.data_dir)
+                    .unwrap_or(p)
+                    .to_path_buf()
+            };
+            let stat = |full: &Path| {
+                fs::metadata(full)
+                    .ok()
+                    .map(|m| FileVersion::from_metadata(rel(full), &m))
+            };
+            let files = files
+                .iter()
+                .filter_map(|f| stat(&table.dir.join(f)))
+                .collect();
+            let dirs = [table.dir.clone(), self.tables.version.path.clone()]
+                .iter()
+                .filter_map(|p| stat(p))
+                .collect();
+            (files, dirs)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let rows = state.mem.iter().map(|(_, b)| b.clone()).collect();
+        Some(Snapshot {
+            table: ResolvedTable {
+                listing: Listing {
+                    root: table.dir.clone(),
+                    files,
+                    file_versions,
+                    dirs,
+                },
+                schema: Arc::clone(&table.schema),
+                partition_types: PartitionTypes::default(),
+            },
+            rows,
+        })
+    }
+
+    /// Flushes every table whose memtable is due (`force`: every non-empty one), then
+    /// removes the log segments no memtable needs. Returns the rows flushed.
+    pub fn flush(&self, force: bool) -> Result<u64, String> {
+        let _flush = self.flushing.lock().unwrap_or_else(PoisonError::into_inner);
+        let tables: Vec<Arc<Table>> = lock_read(&self.tables.map).values().cloned().collect();
+        let mut rows = 0;
+        let mut failed = None;
+        for table in &tables {
+            let due = {
+                let state = lock_read(&table.state);
+                !state.mem.is_empty()
+                    && (force
+                        || state.mem_bytes >= self.config.flush_bytes
+                        || state
+                            .oldest
+                            .is_some_and(|t| t.elapsed() >= self.config.flush_age))
+            };
+            if due {
+                match self.flush_table(table) {
+                    Ok(n) => rows += n,
+                    Err(e) => failed = Some(e),
+                }
+            }
+        }
+        if rows > 0 {
+            self.trim_log()?;
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(rows),
+        }
+    }
+
+    /// Removes the log segments whose records every table has in its files.
+    fn trim_log(&self) -> Result<(), String> {
+        let tables: Vec<Arc<Table>> = lock_read(&self.tables.map).values().cloned().collect();
+        let last = self.wal.rotate().map_err(|e| e.to_string())?;
+        let needed = tables
+            .iter()
+            .filter_map(|t| lock_read(&t.state).mem.first().map(|(lsn, _)| *lsn))
+            .min();
+        let through = needed.map_or(last, |lsn| lsn.saturating_sub(1)).min(last);
+        self.wal.remove_through(through).map_err(|e| e.to_string())
+    }
+
+    fn flush_table(&self, table: &Arc<Table>) -> Result<u64, String> {
+        let (batches, through) = {
+            let state = lock_read(&table.state);
+            let Some(&(through, _)) = state.mem.last() else {
+                return Ok(0);
+            };
+            let batches: Vec<RecordBatch> = state.mem.iter().map(|(_, b)| b.clone()).collect();
+            (batches, through)
+        };
+        let name = format!("part-{through:020}.parquet");
+        let written = table.write_file(&name, &batches)?;
+        let mut state = lock_write(&table.state);
+        if state.dropped || state.manifest.flushed_lsn >= through {
+            // Dropped or truncated meanwhile: the rows are gone, so is the file.
+            drop(state);
+            let _ = fs::remove_file(table.dir.join(&name));
+            return Ok(0);
+        }
+        let mut manifest = state.manifest.clone();
+        manifest.files.push(written.clone());
+        manifest.flushed_lsn = through;
+        if let Err(e) = manifest.store(&table.dir) {
+            drop(state);
+            let _ = fs::remove_file(table.dir.join(&name));
+            return Err(e.to_string());
+        }
+        state.manifest = manifest;
+        state.mem.retain(|(lsn, _)| *lsn > through);
+        state.mem_bytes = state.mem.iter().map(|(_, b)| batch_bytes(b)).sum();
+        if state.mem.is_empty() {
+            state.oldest = None;
+        }
+        self.tables.version.bump();
+        Ok(written.rows)
+    }
+
+    /// Flushes every table (a clean stop).
+    pub fn close(&self) -> Result<u64, String> {
+        self.flush(true)
+    }
+
+    /// Rows held in memtables, and their bytes.
+    pub fn memory(&self) -> (u64, u64) {
+        lock_read(&self.tables.map)
+            .values()
+            .map(|t| {
+                let s = lock_read(&t.state);
+                (
+                    s.mem.iter().map(|(_, b)| b.num_rows() as u64).sum::<u64>(),
+                    s.mem_bytes,
+                )
+            })
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
+    /// The log's counters.
+    pub fn wal_stats(&self) -> super::wal::WalStats {
+        self.wal.stats()
+    }
+}
+
+impl TableState {
+    fn add(&mut self, lsn: Lsn, batches: Vec<RecordBatch>) {
+        for batch in batches {
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            self.mem_bytes += batch_bytes(&batch);
+            self.mem.push((lsn, batch));
+        }
+        if !self.mem.is_empty() && self.oldest.is_none() {
+            self.oldest = Some(Instant::now());
+        }
+    }
+}
+
+fn batch_bytes(batch: &RecordBatch) -> u64 {
+    batch.get_array_memory_size() as u64
+}
+
+impl Table {
+    fn open(name: String, dir: PathBuf, manifest: Manifest) -> Result<Self, String> {
+        let schema = manifest
+            .schema()
+            .map_err(|e| format!("{}: {e}", dir.join(MANIFEST_FILE).display()))?;
+        let key = manifest
+            .primary_key
+            .iter()
+            .map(|k| {
+                schema.index_of(k).map_err(|_| {
+                    format!(
+                        "{}: the primary key names column {k:?}, which the table lacks",
+                        dir.join(MANIFEST_FILE).display()
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let table = Self {
+            name,
+            id: manifest.id,
+            dir,
+            schema,
+            key,
+            state: RwLock::new(TableState {
+                manifest,
+                mem: Vec::new(),
+                mem_bytes: 0,
+                oldest: None,
+                keys: HashSet::new(),
+                epoch: 0,
+                dropped: false,
+            }),
+        };
+        table.load_keys()?;
+        Ok(table)
+    }
+
+    /// Reads the key columns of the table's files into its key set.
+    fn load_keys(&self) -> Result<(), String> {
+        if self.key.is_empty() {
+            return Ok(());
+        }
+        let mut state = lock_write(&self.state);
+        let files: Vec<String> = state
+            .manifest
+            .files
+            .iter()
+            .map(|f| f.name.clone())
+            .collect();
+        for name in files {
+            let path = self.dir.join(&name);
+            let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+            let file = File::open(&path).map_err(|e| err(&e))?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
+            let mask = ProjectionMask::roots(builder.parquet_schema(), self.key.clone());
+            let reader = builder.with_projection(mask).build().map_err(|e| err(&e))?;
+            let converter = self.key_converter()?;
+            for batch in reader {
+                let batch = batch.map_err(|e| err(&e))?;
+                let rows = converter
+                    .convert_columns(batch.columns())
+                    .map_err(|e| err(&e))?;
+                for row in rows.iter() {
+                    state.keys.insert(row.as_ref().into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn key_converter(&self) -> Result<RowConverter, String> {
+        let fields = self
+            .key
+            .iter()
+            .map(|&i| SortField::new(self.schema.field(i).data_type().clone()))
+            .collect();
+        RowConverter::new(fields).map_err(|e| format!("table {}: its key: {e}", self.name))
+    }
+
+    /// `batches` with exactly the table's schema: same columns in order, each cast to
+    /// the column's type where it differs (losing nothing), no NULL in a `NOT NULL`
+    /// column.
+    fn conform(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, String> {
+        let fields = self.schema.fields();
+        let mut seen = 0usize;
+        let mut out = Vec::with_capacity(batches.len());
+        for batch in batches {
+            if batch.num_columns() != fields.len() {
+                return Err(format!(
+                    "rows of {} columns for table \"{}\" of {}",
+                    batch.num_columns(),
+                    self.name,
+                    fields.len()
+                ));
+            }
+            let options = arrow_cast::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            let mut columns = Vec::with_capacity(fields.len());
+            for (column, field) in batch.columns().iter().zip(fields) {
+                let column: ArrayRef = if column.data_type() == field.data_type() {
+                    Arc::clone(column)
+                } else {
+                    arrow_cast::cast_with_options(column, field.data_type(), &options).map_err(
+                        |e| {
+                            format!(
+                                "column \"{}\" is {}: a {} value does not fit: {e}",
+                                field.name(),
+                                field.data_type(),
+                                column.data_type()
+                            )
+                        },
+                    )?
+                };
+                if !field.is_nullable() && column.null_count() > 0 {
+                    let row = (0..column.len()).find(|&i| column.is_null(i)).unwrap_or(0);
+                    return Err(format!(
+                        "null value in column \"{}\" of relation \"{}\" violates not-null \
+                         constraint (row {} of the statement)",
+                        field.name(),
+                        self.name,
+                        seen + row + 1
+                    ));
+                }
+                columns.push(column);
+            }
+            seen += batch.num_rows();
+            let batch = RecordBatch::try_new_with_options(
+                Arc::clone(&self.schema),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+            )
+            .map_err(|e| format!("rows for table \"{}\": {e}", self.name))?;
+            out.push(batch);
+        }
+        Ok(out)
+    }
+
+    /// The primary keys of `batches`, encoded, each with its batch and row.
+    fn keys_of(&self, batches: &[RecordBatch]) -> Result<Vec<KeyAt>, String> {
+        if self.key.is_empty() {
+            return Ok(Vec::new());
+        }
+        let converter = self.key_converter()?;
+        let mut keys = Vec::new();
+        for (b, batch) in batches.iter().enumerate() {
+            let columns: Vec<ArrayRef> = self
+                .key
+                .iter()
+                .map(|&i| Arc::clone(batch.column(i)))
+                .collect();
+            let rows = converter
+                .convert_columns(&columns)
+                .map_err(|e| format!("table {}: its key: {e}", self.name))?;
+            keys.extend(
+                rows.iter()
+                    .enumerate()
+                    .map(|(r, row)| (Box::<[u8]>::from(row.as_ref()), (b, r))),
+            );
+        }
+        Ok(keys)
+    }
+
+    /// PostgreSQL's words for a duplicate key.
+    fn duplicate(&self, batches: &[RecordBatch], (b, r): (usize, usize)) -> String {
+        let names: Vec<&str> = self
+            .key
+            .iter()
+            .map(|&i| self.schema.field(i).name().as_str())
+            .collect();
+        let options = arrow_cast::display::FormatOptions::default();
+        let values: Vec<String> = self
+            .key
+            .iter()
+            .map(|&i| {
+                arrow_cast::display::ArrayFormatter::try_new(
+                    batches[b].column(i).as_ref(),
+                    &options,
+                )
+                .map(|f| f.value(r).to_string())
+                .unwrap_or_else(|_| "?".into())
+            })
+            .collect();
+        format!(
+            "duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already \
+             exists",
+            self.name,
+            names.join(", "),
+            values.join(", ")
+        )
+    }
+
+    /// Writes `batches` sorted by the key as the table's Parquet file `name`, synced.
+    fn write_file(&self, name: &str, batches: &[RecordBatch]) -> Result<ManifestFile, String> {
+        let path = self.dir.join(name);
+        let err = |e: &dyn std::fmt::Display| format!("{}: cannot write: {e}", path.display());
+        let all =
+            arrow_select::concat::concat_batches(&self.schema, batches).map_err(|e| err(&e))?;
+        let sorted = if self.key.is_empty() {
+            all
+        } else {
+            let columns: Vec<arrow_ord::sort::SortColumn> = self
+                .key
+                .iter()
+                .map(|&i| arrow_ord::sort::SortColumn {
+                    values: Arc::clone(all.column(i)),
+                    options: None,
+                })
+                .collect();
+            let order = arrow_ord::sort::lexsort_to_indices(&columns, None).map_err(|e| err(&e))?;
+            arrow_select::take::take_record_batch(&all, &order).map_err(|e| err(&e))?
+        };
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_data_page_row_count_limit(PAGE_ROWS)
+            .set_write_batch_size(PAGE_ROWS);
+        for field in self.schema.fields() {
+            // Near-unique floats make big dictionaries that every read pays for.
+            if matches!(field.data_type(), DataType::Float32 | DataType::Float64) {
+                props = props.set_column_dictionary_enabled(field.name().as_str().into(), false);
+            }
+        }
+        if !self.key.is_empty() {
+            let sorting = self
+                .key
+                .iter()
+                .map(|&i| SortingColumn {
+                    column_idx: i as i32,
+                    descending: false,
+                    nulls_first: false,
+                })
+                .collect();
+            props = props.set_sorting_columns(Some(sorting));
+            for &i in &self.key {
+                let column = self.schema.field(i).name().as_str();
+                props = props
+                    .set_column_bloom_filter_enabled(column.into(), true)
+                    .set_column_bloom_filter_fpp(column.into(), 0.01);
+            }
+        }
+        let temp = self.dir.join(format!(".{name}.tmp"));
+        let file = File::create(&temp).map_err(|e| err(&e))?;
+        let result = (|| {
+            let mut writer =
+                ArrowWriter::try_new(file, Arc::clone(&self.schema), Some(props.build()))
+                    .map_err(|e| err(&e))?;
+            writer.write(&sorted).map_err(|e| err(&e))?;
+            let file = writer.into_inner().map_err(|e| err(&e))?;
+            file.sync_all().map_err(|e| err(&e))?;
+            let bytes = file.metadata().map_err(|e| err(&e))?.len();
+            fs::rename(&temp, &path).map_err(|e| err(&e))?;
+            sync_dir(&self.dir).map_err(|e| e.to_string())?;
+            Ok(ManifestFile {
+                name: name.to_owned(),
+                rows: sorted.num_rows() as u64,
+                bytes,
+            })
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&temp);
+        }
+        result
+    }
+}
+
+impl Committer for Writer {
+    type Item = Commit;
+
+    fn prepare(&mut self, commit: &Commit) -> Result<Vec<u8>, String> {
+        let table = &commit.table;
+        let mut state = lock_write(&table.state);
+        if state.dropped {
+            return Err(format!("relation \"{}\" was dropped", table.name));
+        }
+        let mut added = Vec::with_capacity(commit.keys.len());
+        for (key, at) in &commit.keys {
+            if !state.keys.insert(key.clone()) {
+                for k in added {
+                    state.keys.remove(k);
+                }
+                return Err(table.duplicate(&commit.batches, *at));
+            }
+            added.push(key);
+        }
+        commit.epoch.store(state.epoch, Ordering::Relaxed);
+        Ok(commit.payload.clone())
+    }
+
+    fn apply(&mut self, lsn: Lsn, commit: Commit) {
+        let mut state = lock_write(&commit.table.state);
+        self.tables.applied_lsn.store(lsn, Ordering::Release);
+        if state.dropped {
+            return;
+        }
+        if commit.epoch.load(Ordering::Relaxed) != state.epoch {
+            // A truncate cleared the keys after this commit's were checked.
+            for (key, _) in commit.keys {
+                state.keys.insert(key);
+            }
+        }
+        state.add(lsn, commit.batches);
+        // Under the table's lock: a describe that stats the version sees this change
+        // exactly when it sees these rows.
+        self.tables.version.bump();
+    }
+
+    fn abandon(&mut self, commit: Commit) {
+        let mut state = lock_write(&commit.table.state);
+        for (key, _) in &commit.keys {
+            state.keys.remove(key);
+        }
+    }
+}
+
+/// A log record: `[u64 table id][u16 name length][name][Arrow IPC stream]`.
+struct Record {
+    id: u64,
+    table: String,
+    rows: Vec<RecordBatch>,
+}
+
+impl Record {
+    fn encode_head(out: &mut Vec<u8>, id: u64, table: &str) {
+        out.extend_from_slice(&id.to_le_bytes());
+        let len = u16::try_from(table.len()).unwrap_or(u16::MAX);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&table.as_bytes()[..usize::from(len)]);
+    }
+
+    fn decode(payload: &[u8]) -> Result<Self, String> {
+        let bad = |what: &str| format!("a log record is damaged: {what}");
+        let id = u64::from_le_bytes(
+            payload
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| bad("no table id"))?,
+        );
+        let len = u16::from_le_bytes(
+            payload
+                .get(8..10)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| bad("no name length"))?,
+        );
+        let end = 10 + usize::from(len);
+        let table = std::str::from_utf8(payload.get(10..end).ok_or_else(|| bad("short name"))?)
+            .map_err(|_| bad("name not UTF-8"))?
+            .to_owned();
+        let (_, rows) = ringscan_ipc::msg::read_ipc_stream(&payload[end..])
+            .map_err(|e| bad(&format!("rows: {e}")))?;
+        Ok(Self { id, table, rows })
+    }
+}
+
+/// `<data>/.ringscan/ingest.version`: grows by a byte per change to a memtable.
+#[derive(Debug)]
+struct Version {
+    path: PathBuf,
+    file: Mutex<(File, u64)>,
+}
+
+impl Version {
+    /// A new file (a new inode, so no version of a past daemon's can match it).
+    fn create(path: &Path) -> Result<Self, String> {
+        let temp = path.with_extension("tmp");
+        let file = File::create(&temp)
+            .and_then(|f| fs::rename(&temp, path).map(|()| f))
+            .map_err(|e| format!("{}: cannot create: {e}", path.display()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: Mutex::new((file, 0)),
+        })
+    }
+
+    fn bump(&self) {
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        file.1 += 1;
+        let len = file.1;
+        // Extending a file's length allocates nothing: this cannot fail for space.
+        let _ = file.0.set_len(len);
+    }
+}
+
+/// Removes the files of `dir` that look like ringscan's data files but that the
+/// manifest does not name (a flush or compaction that died before its commit).
+fn remove_orphans(dir: &Path, manifest: &Manifest) -> usize {
+    let named: HashSet<&str> = manifest.files.iter().map(|f| f.name.as_str()).collect();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = (name.starts_with("part-") && name.ends_with(".parquet"))
+            || (name.starts_with(".part-") && name.ends_with(".tmp"));
+        if ours && !named.contains(name.as_str()) && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// A table name: one plain path component.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with(['.', '_', '-'])
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid table name {name:?}: letters, digits, '_' and '-' only, at most 128, \
+             not starting with '.', '_' or '-'"
+        ))
+    }
+}
+
+/// The column types a written table may have (what its Parquet files and the wire
+/// both carry exactly), and a key that names its columns once each.
+fn check_schema(schema: &Schema, primary_key: &[String]) -> Result<(), String> {
+    if schema.fields().is_empty() {
+        return Err("a table needs at least one column".into());
+    }
+    let mut names = HashSet::new();
+    for field in schema.fields() {
+        if !names.insert(field.name().as_str()) {
+            return Err(format!(
+                "column \"{}\" specified more than once",
+                field.name()
+            ));
+        }
+        let supported = matches!(
+            field.data_type(),
+            DataType::Boolean
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Decimal128(..)
+                | DataType::Utf8
+                | DataType::Binary
+                | DataType::Date32
+                | DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _)
+        );
+        if !supported {
+            return Err(format!(
+                "column \"{}\": type {} is not supported in a written table",
+                field.name(),
+                field.data_type()
+            ));
+        }
+    }
+    let mut seen = HashSet::new();
+    for key in primary_key {
+        if schema.field_with_name(key).is_err() {
+            return Err(format!("column \"{key}\" named in key does not exist"));
+        }
+        if !seen.insert(key) {
+            return Err(format!(
+                "column \"{key}\" appears twice in primary key constraint"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_array::{Int64Array, StringArray};
+
+    use super::super::file::testing::{CountingDir, PowerCutDir};
+    use super::*;
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("v", DataType::Utf8, true),
+        ])
+    }
+
+    fn rows(ids: &[i64]) -> RecordBatch {
+        let values: Vec<Option<String>> = ids.iter().map(|i| Some(format!("v{i}"))).collect();
+        RecordBatch::try_new(
+            Arc::new(schema()),
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(StringArray::from(values)),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn insert(ingest: &Ingest, table: &str, ids: &[i64]) -> Result<(u64, Lsn), String> {
+        let batch = rows(ids);
+        let payload =
+            ringscan_ipc::msg::encode_ipc_stream(&schema(), std::slice::from_ref(&batch)).unwrap();
+        let commit = ingest.prepare(table, vec![batch], &payload)?;
+        ingest.commit(commit)
+    }
+
+    /// Every id of table `t`: from its files (read with parquet's reader) and memtable.
+    fn ids(ingest: &Ingest, table: &str) -> Vec<i64> {
+        let snapshot = ingest.snapshot(table, false).unwrap();
+        let mut out = Vec::new();
+        for file in &snapshot.table.listing.files {
+            let f = File::open(snapshot.table.listing.root.join(file)).unwrap();
+            for batch in ParquetRecordBatchReaderBuilder::try_new(f)
+                .unwrap()
+                .build()
+                .unwrap()
+            {
+                out.extend(
+                    batch
+                        .unwrap()
+                        .column(0)
+                        .as_primitive::<Int64Type>()
+                        .values(),
+                );
+            }
+        }
+        for batch in &snapshot.rows {
+            out.extend(batch.column(0).as_primitive::<Int64Type>().values());
+        }
+        out.sort_unstable();
+        out
+    }
+
+    struct Root {
+        data: tempfile::TempDir,
+        state: PathBuf,
+    }
+
+    fn root() -> Root {
+        let data = tempfile::tempdir().unwrap();
+        let state = data.path().join(".ringscan");
+        fs::create_dir(&state).unwrap();
+        Root { data, state }
+    }
+
+    fn open(root: &Root, log: &Arc<PowerCutDir>) -> (Ingest, Recovered) {
+        let dir: Arc<dyn LogDir> = Arc::clone(log) as Arc<dyn LogDir>;
+        Ingest::open_with(root.data.path(), &root.state, dir, IngestConfig::default()).unwrap()
+    }
+
+    #[test]
+    fn acknowledged_rows_survive_a_power_cut_and_failed_ones_never_appear() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        assert!(ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap());
+        insert(&ingest, "t", &[1, 2]).unwrap();
+        insert(&ingest, "t", &[3]).unwrap();
+        // A write torn by a crash mid-append: refused, not applied.
+        log.tear_next_append(5);
+        assert!(insert(&ingest, "t", &[4]).is_err());
+        assert_eq!(ids(&ingest, "t"), [1, 2, 3]);
+        insert(&ingest, "t", &[5]).unwrap();
+        log.power_cut();
+        drop(ingest);
+        let (ingest, recovered) = open(&root, &log);
+        assert_eq!(recovered.tables, 1);
+        assert_eq!(recovered.records, 3, "{recovered:?}");
+        assert_eq!(ids(&ingest, "t"), [1, 2, 3, 5]);
+        // The keys came back with the rows.
+        let err = insert(&ingest, "t", &[5]).unwrap_err();
+        assert!(err.contains("Key (id)=(5) already exists"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_fdatasync_fails_the_commit_and_every_later_one() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest.create_table("t", &schema(), &[], false).unwrap();
+        insert(&ingest, "t", &[1]).unwrap();
+        log.fail_next_sync();
+        let err = insert(&ingest, "t", &[2]).unwrap_err();
+        assert!(err.contains("fdatasync"), "{err}");
+        assert!(
+            insert(&ingest, "t", &[3]).is_err(),
+            "no retry after a failed sync"
+        );
+        assert_eq!(ids(&ingest, "t"), [1]);
+        log.power_cut();
+        drop(ingest);
+        let (ingest, _) = open(&root, &log);
+        assert_eq!(ids(&ingest, "t"), [1]);
+        insert(&ingest, "t", &[4]).unwrap();
+        assert_eq!(ids(&ingest, "t"), [1, 4]);
+    }
+
+    #[test]
+    fn each_acknowledged_commit_waited_for_a_sync_and_concurrent_ones_share_them() {
+        let root = root();
+        let inner: Arc<dyn LogDir> = Arc::new(PowerCutDir::new());
+        let counting = Arc::new(CountingDir::new(inner));
+        let syncs = counting.syncs();
+        let (ingest, _) = Ingest::open_with(
+            root.data.path(),
+            &root.state,
+            counting,
+            IngestConfig::default(),
+        )
+        .unwrap();
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        let before = syncs.load(Ordering::Relaxed);
+        for i in 0..20 {
+            insert(&ingest, "t", &[i]).unwrap();
+            // Acknowledged: its sync happened already.
+            assert!(syncs.load(Ordering::Relaxed) - before > i as u64);
+        }
+        let before = syncs.load(Ordering::Relaxed);
+        let next = AtomicU64::new(1000);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        let id = next.fetch_add(1, Ordering::Relaxed) as i64;
+                        insert(&ingest, "t", &[id]).unwrap();
+                    }
+                });
+            }
+        });
+        let shared = syncs.load(Ordering::Relaxed) - before;
+        assert!(shared < 400, "400 concurrent commits took {shared} syncs");
+        assert_eq!(ids(&ingest, "t").len(), 420);
+    }
+
+    #[test]
+    fn keys_and_not_null_are_checked_and_a_refused_statement_applies_nothing() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        insert(&ingest, "t", &[1, 2]).unwrap();
+        for (ids_, needle) in [
+            (&[3, 1][..], "Key (id)=(1) already exists"),
+            (&[7, 8, 7][..], "Key (id)=(7) already exists"),
+        ] {
+            let err = insert(&ingest, "t", ids_).unwrap_err();
+            assert!(err.contains(needle), "{err}");
+            assert!(err.contains("\"t_pkey\""), "{err}");
+        }
+        // The refused statements' other keys are free again.
+        insert(&ingest, "t", &[3, 7, 8]).unwrap();
+        let nulls = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int64, true),
+                Field::new("v", DataType::Utf8, true),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(vec![Some(9), None])),
+                Arc::new(StringArray::from(vec![Some("a"), Some("b")])),
+            ],
+        )
+        .unwrap();
+        let err = ingest.prepare("t", vec![nulls], &[]).unwrap_err();
+        assert!(
+            err.contains("null value in column \"id\"") && err.contains("row 2"),
+            "{err}"
+        );
+        let wrong = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)])),
+            vec![Arc::new(Int64Array::from(vec![10]))],
+        )
+        .unwrap();
+        assert!(ingest
+            .prepare("t", vec![wrong], &[])
+            .unwrap_err()
+            .contains("1 columns"));
+        assert!(ingest
+            .prepare("nope", vec![rows(&[1])], &[])
+            .unwrap_err()
+            .contains("does not exist"));
+        assert_eq!(ids(&ingest, "t"), [1, 2, 3, 7, 8]);
+    }
+
+    #[test]
+    fn a_flush_moves_rows_into_a_sorted_file_and_recovery_replays_nothing_twice() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        insert(&ingest, "t", &[5, 3]).unwrap();
+        insert(&ingest, "t", &[9, 1]).unwrap();
+        assert_eq!(ingest.flush(true).unwrap(), 4);
+        insert(&ingest, "t", &[4]).unwrap();
+        let snapshot = ingest.snapshot("t", true).unwrap();
+        assert_eq!(snapshot.table.listing.files.len(), 1);
+        assert_eq!(
+            snapshot
+                .rows
+                .iter()
+                .map(RecordBatch::num_rows)
+                .sum::<usize>(),
+            1
+        );
+        // The file is sorted by the key, with a bloom filter on it, and names its sort.
+        let path = snapshot
+            .table
+            .listing
+            .root
+            .join(&snapshot.table.listing.files[0]);
+        let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap();
+        let rg = builder.metadata().row_group(0);
+        assert!(rg.column(0).bloom_filter_offset().is_some());
+        assert_eq!(rg.sorting_columns().map(Vec::len), Some(1));
+        let batch = builder.build().unwrap().next().unwrap().unwrap();
+        assert_eq!(
+            batch.column(0).as_primitive::<Int64Type>().values(),
+            &[1, 3, 5, 9]
+        );
+        log.power_cut();
+        drop(ingest);
+        let (ingest, recovered) = open(&root, &log);
+        assert_eq!(recovered.records, 1, "{recovered:?}");
+        assert_eq!(ids(&ingest, "t"), [1, 3, 4, 5, 9]);
+        assert!(insert(&ingest, "t", &[9]).unwrap_err().contains("(id)=(9)"));
+    }
+
+    #[test]
+    fn a_flush_that_died_before_its_manifest_leaves_no_trace() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest.create_table("t", &schema(), &[], false).unwrap();
+        insert(&ingest, "t", &[1, 2]).unwrap();
+        drop(ingest);
+        // What a flush leaves when it dies between its file and its manifest.
+        let dir = root.data.path().join("t");
+        fs::write(dir.join("part-00000000000000000001.parquet"), b"half").unwrap();
+        fs::write(dir.join(".part-00000000000000000001.parquet.tmp"), b"half").unwrap();
+        let (ingest, recovered) = open(&root, &log);
+        assert_eq!(recovered.orphans_removed, 2);
+        assert_eq!(ids(&ingest, "t"), [1, 2]);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "only the manifest");
+    }
+
+    #[test]
+    fn truncate_and_drop_survive_recovery() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        ingest.create_table("u", &schema(), &[], false).unwrap();
+        assert!(!ingest.create_table("u", &schema(), &[], true).unwrap());
+        assert!(ingest
+            .create_table("u", &schema(), &[], false)
+            .unwrap_err()
+            .contains("already exists"));
+        insert(&ingest, "t", &[1]).unwrap();
+        ingest.flush(true).unwrap();
+        insert(&ingest, "t", &[2]).unwrap();
+        insert(&ingest, "u", &[1]).unwrap();
+        ingest.truncate("t").unwrap();
+        insert(&ingest, "t", &[1]).unwrap();
+        assert!(ingest.drop_table("u", false).unwrap());
+        assert!(!ingest.drop_table("u", true).unwrap());
+        // A new table of the dropped one's name: the old rows do not come back.
+        ingest.create_table("u", &schema(), &[], false).unwrap();
+        log.power_cut();
+        drop(ingest);
+        let (ingest, _) = open(&root, &log);
+        assert_eq!(ids(&ingest, "t"), [1]);
+        assert_eq!(ids(&ingest, "u"), Vec::<i64>::new());
+        for bad in ["", ".x", "a/b", "../x", "_x"] {
+            assert!(
+                ingest.create_table(bad, &schema(), &[], false).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}

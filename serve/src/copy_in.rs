@@ -1,0 +1,587 @@
+//! `COPY table [(columns)] FROM STDIN`, in PostgreSQL's text or CSV format: the rows the
+//! client streams (CopyData messages, cut anywhere) parsed into the table's columns as
+//! they arrive, then written in one statement when the client says CopyDone: all of
+//! them or, on any bad line, none.
+//!
+//! Fields are gathered as text, column by column, into one buffer each (no allocation
+//! per field), and converted to the column's type a few thousand rows at a time with
+//! Arrow's casts; a value that does not convert is named by its line and column.
+
+use std::sync::Arc;
+
+use arrow_array::builder::StringBuilder;
+use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, RecordBatchOptions, StringArray};
+use arrow_schema::{DataType, SchemaRef};
+
+use crate::copy::CopyOut as Format;
+
+/// Rows gathered as text before they are converted into a batch.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// A COPY FROM STDIN in progress.
+#[derive(Debug)]
+pub(crate) struct CopyIn {
+    pub(crate) table: String,
+    format: Format,
+    /// The table's columns (as stored).
+    schema: SchemaRef,
+    /// For each column of the input, the table column it fills.
+    targets: Vec<usize>,
+    /// Input not yet parsed (the part of a record a CopyData message cut).
+    pending: Vec<u8>,
+    /// Fields of the rows since the last batch, per input column.
+    fields: Vec<StringBuilder>,
+    /// Line numbers (1-based) of those rows.
+    lines: Vec<u64>,
+    line: u64,
+    header_skipped: bool,
+    /// The text format's end-of-data line (`\.`) was seen.
+    ended: bool,
+    batches: Vec<RecordBatch>,
+    rows: u64,
+}
+
+/// Why a COPY failed: SQLSTATE and message.
+pub(crate) type Failure = (&'static str, String);
+
+impl CopyIn {
+    /// A COPY into `table` (whose stored columns are `schema`) of the input columns
+    /// `columns` (all, in order, when empty).
+    pub(crate) fn new(
+        table: String,
+        format: Format,
+        schema: SchemaRef,
+        columns: &[String],
+    ) -> Result<Self, Failure> {
+        if format.binary {
+            return Err((
+                "0A000",
+                "COPY FROM STDIN in binary format is not supported: use FORMAT text or csv".into(),
+            ));
+        }
+        let targets = if columns.is_empty() {
+            (0..schema.fields().len()).collect()
+        } else {
+            columns
+                .iter()
+                .map(|c| {
+                    schema.index_of(c).map_err(|_| {
+                        (
+                            "42703",
+                            format!("column \"{c}\" of relation \"{table}\" does not exist"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let fields = targets.iter().map(|_| StringBuilder::new()).collect();
+        Ok(Self {
+            table,
+            format,
+            schema,
+            targets,
+            pending: Vec::new(),
+            fields,
+            lines: Vec::new(),
+            line: 0,
+            header_skipped: false,
+            ended: false,
+            batches: Vec::new(),
+            rows: 0,
+        })
+    }
+
+    /// Input columns (what the CopyInResponse announces).
+    pub(crate) fn columns(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// One CopyData message's bytes.
+    pub(crate) fn data(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        if self.pending.is_empty() {
+            let used = self.records(bytes, false)?;
+            self.pending.extend_from_slice(&bytes[used..]);
+        } else {
+            self.pending.extend_from_slice(bytes);
+            let pending = std::mem::take(&mut self.pending);
+            let used = self.records(&pending, false)?;
+            self.pending = pending[used..].to_vec();
+        }
+        Ok(())
+    }
+
+    /// CopyDone: the last record (without its newline), then the batches to write.
+    pub(crate) fn finish(mut self) -> Result<(String, Vec<RecordBatch>, u64), Failure> {
+        let pending = std::mem::take(&mut self.pending);
+        if !pending.is_empty() {
+            let used = self.records(&pending, true)?;
+            if used < pending.len() {
+                return Err(self.bad(self.line + 1, "unterminated CSV quoted field".into()));
+            }
+        }
+        self.convert()?;
+        Ok((self.table, self.batches, self.rows))
+    }
+
+    fn bad(&self, line: u64, what: String) -> Failure {
+        ("22P04", format!("COPY {}, line {line}: {what}", self.table))
+    }
+
+    /// Parses the complete records of `input` (with `last`: the final record too, which
+    /// has no newline), returning the bytes used.
+    fn records(&mut self, input: &[u8], last: bool) -> Result<usize, Failure> {
+        let mut at = 0;
+        while at < input.len() && !self.ended {
+            let Some((end, next)) = self.record_end(&input[at..], last) else {
+                break;
+            };
+            let record = &input[at..at + end];
+            at += next;
+            self.line += 1;
+            let record = record.strip_suffix(b"\r").unwrap_or(record);
+            if self.format.header && !self.header_skipped {
+                self.header_skipped = true;
+                continue;
+            }
+            if !self.format.csv && record == b"\\." {
+                self.ended = true;
+                break;
+            }
+            self.record(record)?;
+            if self.lines.len() >= BATCH_ROWS {
+                self.convert()?;
+            }
+        }
+        if self.ended {
+            // Whatever follows the end marker is ignored, as PostgreSQL does.
+            return Ok(input.len());
+        }
+        Ok(at)
+    }
+
+    /// Where the record starting `input` ends (its length, and the bytes to skip to
+    /// the next): at a newline outside CSV quotes; at the end with `last`.
+    fn record_end(&self, input: &[u8], last: bool) -> Option<(usize, usize)> {
+        if !self.format.csv {
+            return match memchr(b'\n', input) {
+                Some(i) => Some((i, i + 1)),
+                None if last => Some((input.len(), input.len())),
+                None => None,
+            };
+        }
+        let quote = self.format.quote as u8;
+        let mut quoted = false;
+        for (i, &b) in input.iter().enumerate() {
+            if b == quote {
+                quoted = !quoted;
+            } else if b == b'\n' && !quoted {
+                return Some((i, i + 1));
+            }
+        }
+        (last && !quoted).then_some((input.len(), input.len()))
+    }
+
+    fn record(&mut self, record: &[u8]) -> Result<(), Failure> {
+        let line = self.line;
+        let text = std::str::from_utf8(record)
+            .map_err(|_| self.bad(line, "invalid byte sequence for encoding \"UTF8\"".into()))?;
+        let mut fields = Vec::with_capacity(self.targets.len());
+        if self.format.csv {
+            self.csv_fields(text, &mut fields)
+                .map_err(|what| self.bad(line, what))?;
+        } else {
+            text_fields(text, self.format.delimiter, &self.format.null, &mut fields)
+                .map_err(|what| self.bad(line, what))?;
+        }
+        if fields.len() > self.targets.len() {
+            return Err(self.bad(line, "extra data after last expected column".into()));
+        }
+        if fields.len() < self.targets.len() {
+            let column = self.schema.field(self.targets[fields.len()]).name();
+            return Err(self.bad(line, format!("missing data for column \"{column}\"")));
+        }
+        for (builder, field) in self.fields.iter_mut().zip(fields) {
+            match field {
+                Some(value) => builder.append_value(value),
+                None => builder.append_null(),
+            }
+        }
+        self.lines.push(line);
+        Ok(())
+    }
+
+    /// The fields of a CSV record: quoted fields may hold the delimiter, newlines and
+    /// doubled quotes (or escaped ones); an unquoted field equal to NULL is NULL.
+    fn csv_fields<'a>(
+        &self,
+        text: &'a str,
+        out: &mut Vec<Option<std::borrow::Cow<'a, str>>>,
+    ) -> Result<(), String> {
+        let (delimiter, quote, escape) =
+            (self.format.delimiter, self.format.quote, self.format.escape);
+        let mut chars = text.char_indices().peekable();
+        let mut start = 0;
+        loop {
+            if chars.peek().is_some_and(|&(_, c)| c == quote) {
+                chars.next();
+                let mut value = String::new();
+                loop {
+                    match chars.next() {
+                        None => return Err("unterminated CSV quoted field".into()),
+                        Some((_, c))
+                            if c == escape
+                                && chars.peek().is_some_and(|&(_, n)| {
+                                    n == quote || (n == escape && escape != quote)
+                                }) =>
+                        {
+                            if let Some((_, n)) = chars.next() {
+                                value.push(n);
+                            }
+                        }
+                        Some((_, c)) if c == quote => break,
+                        Some((_, c)) => value.push(c),
+                    }
+                }
+                out.push(Some(value.into()));
+                match chars.next() {
+                    None => return Ok(()),
+                    Some((i, c)) if c == delimiter => start = i + c.len_utf8(),
+                    Some(_) => return Err("extra data after a quoted field".into()),
+                }
+            } else {
+                let end = loop {
+                    match chars.peek() {
+                        None => break text.len(),
+                        Some(&(i, c)) if c == delimiter => break i,
+                        Some(_) => {
+                            chars.next();
+                        }
+                    }
+                };
+                let value = &text[start..end];
+                out.push((value != self.format.null).then_some(value.into()));
+                match chars.next() {
+                    None => return Ok(()),
+                    Some((i, c)) => start = i + c.len_utf8(),
+                }
+            }
+        }
+    }
+
+    /// The rows gathered so far as one batch of the table's columns.
+    fn convert(&mut self) -> Result<(), Failure> {
+        let rows = self.lines.len();
+        if rows == 0 {
+            return Ok(());
+        }
+        let mut columns: Vec<Option<ArrayRef>> = vec![None; self.schema.fields().len()];
+        let texts: Vec<StringArray> = self.fields.iter_mut().map(StringBuilder::finish).collect();
+        for (i, text) in texts.iter().enumerate() {
+            let target = self.targets[i];
+            let field = self.schema.field(target);
+            let array = typed(text, field.data_type()).map_err(|(row, why)| {
+                let value = text.value(row);
+                self.bad(
+                    self.lines[row],
+                    format!(
+                        "column \"{}\": invalid input syntax for type {}: \"{value}\"{why}",
+                        field.name(),
+                        crate::text::pg_type(field.data_type()).name()
+                    ),
+                )
+            })?;
+            columns[target] = Some(array);
+        }
+        let columns = columns
+            .into_iter()
+            .zip(self.schema.fields())
+            .map(|(c, f)| c.unwrap_or_else(|| arrow_array::new_null_array(f.data_type(), rows)))
+            .collect();
+        // Nullability is the daemon's to check (it names the column); the batch is
+        // built loose.
+        let loose = Arc::new(arrow_schema::Schema::new(
+            self.schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
+        let batch = RecordBatch::try_new_with_options(
+            loose,
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .map_err(|e| ("XX000", format!("COPY {}: {e}", self.table)))?;
+        self.rows += rows as u64;
+        self.batches.push(batch);
+        self.lines.clear();
+        Ok(())
+    }
+}
+
+/// `text` converted to `data_type`; on failure, the first row that does not convert.
+fn typed(text: &StringArray, data_type: &DataType) -> Result<ArrayRef, (usize, String)> {
+    if *data_type == DataType::Utf8 {
+        return Ok(Arc::new(text.clone()));
+    }
+    if *data_type == DataType::Binary {
+        return bytea(text);
+    }
+    let options = arrow_cast::CastOptions {
+        safe: true,
+        ..Default::default()
+    };
+    let array = arrow_cast::cast_with_options(text, data_type, &options)
+        .map_err(|e| (0, format!(" ({e})")))?;
+    if array.null_count() != text.null_count() {
+        let row = (0..text.len())
+            .find(|&i| array.is_null(i) && !text.is_null(i))
+            .unwrap_or(0);
+        return Err((row, String::new()));
+    }
+    Ok(array)
+}
+
+/// PostgreSQL's bytea input: `\x` and hex digits, or the bytes as written.
+fn bytea(text: &StringArray) -> Result<ArrayRef, (usize, String)> {
+    let mut values: Vec<Option<Vec<u8>>> = Vec::with_capacity(text.len());
+    for (row, value) in text.iter().enumerate() {
+        values.push(match value {
+            None => None,
+            Some(v) => match v.strip_prefix("\\x") {
+                Some(hex) => Some(unhex(hex).ok_or((row, " (odd or non-hex digits)".into()))?),
+                None => Some(v.as_bytes().to_vec()),
+            },
+        });
+    }
+    Ok(Arc::new(BinaryArray::from_iter(values)))
+}
+
+fn unhex(hex: &str) -> Option<Vec<u8>> {
+    let bytes = hex.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return None;
+    }
+    bytes
+        .chunks(2)
+        .map(|p| {
+            let d = |c: u8| (c as char).to_digit(16);
+            Some((d(p[0])? * 16 + d(p[1])?) as u8)
+        })
+        .collect()
+}
+
+/// The fields of a text-format line: split at the delimiter, `null` (`\N`) is NULL,
+/// backslash escapes undone (`\t`, `\n`, `\\`, octal `\NNN`, hex `\xHH`...).
+fn text_fields<'a>(
+    line: &'a str,
+    delimiter: char,
+    null: &str,
+    out: &mut Vec<Option<std::borrow::Cow<'a, str>>>,
+) -> Result<(), String> {
+    for raw in line.split(delimiter) {
+        if raw == null {
+            out.push(None);
+        } else if raw.contains('\\') {
+            out.push(Some(unescape(raw)?.into()));
+        } else {
+            out.push(Some(raw.into()));
+        }
+    }
+    Ok(())
+}
+
+fn unescape(raw: &str) -> Result<String, String> {
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut it = raw.bytes().peekable();
+    while let Some(b) = it.next() {
+        if b != b'\\' {
+            bytes.push(b);
+            continue;
+        }
+        let Some(c) = it.next() else {
+            return Err("end-of-copy marker corrupt (a lone backslash ends the line)".into());
+        };
+        match c {
+            b'b' => bytes.push(8),
+            b'f' => bytes.push(12),
+            b'n' => bytes.push(b'\n'),
+            b'r' => bytes.push(b'\r'),
+            b't' => bytes.push(b'\t'),
+            b'v' => bytes.push(11),
+            b'0'..=b'7' => {
+                let mut value = u32::from(c - b'0');
+                for _ in 0..2 {
+                    match it.peek() {
+                        Some(&d @ b'0'..=b'7') => {
+                            value = value * 8 + u32::from(d - b'0');
+                            it.next();
+                        }
+                        _ => break,
+                    }
+                }
+                bytes.push((value & 0xff) as u8);
+            }
+            b'x' => {
+                let mut value = 0u32;
+                let mut digits = 0;
+                while digits < 2 {
+                    match it.peek().and_then(|&d| (d as char).to_digit(16)) {
+                        Some(d) => {
+                            value = value * 16 + d;
+                            it.next();
+                            digits += 1;
+                        }
+                        None => break,
+                    }
+                }
+                if digits == 0 {
+                    bytes.push(b'x');
+                } else {
+                    bytes.push(value as u8);
+                }
+            }
+            other => bytes.push(other),
+        }
+    }
+    String::from_utf8(bytes).map_err(|_| "invalid byte sequence for encoding \"UTF8\"".into())
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int64Type};
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("px", DataType::Float64, true),
+        ]))
+    }
+
+    fn format(sql: &str) -> Format {
+        crate::copy::parse(sql).unwrap()
+    }
+
+    fn run(sql: &str, chunks: &[&[u8]]) -> Result<Vec<RecordBatch>, Failure> {
+        let mut copy = CopyIn::new("t".into(), format(sql), schema(), &[])?;
+        for c in chunks {
+            copy.data(c)?;
+        }
+        copy.finish().map(|(_, b, _)| b)
+    }
+
+    fn ids(batches: &[RecordBatch]) -> Vec<i64> {
+        batches
+            .iter()
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn text_format_cut_anywhere_gives_the_same_rows() {
+        let input = b"1\tal\\tpha\t1.5\n2\t\\N\t\\N\n3\tx\\\\y\\012z\t-2e3\n\\.\nignored\n";
+        let whole = run("COPY t FROM STDIN", &[input]).unwrap();
+        for cut in 1..input.len() {
+            let (a, b) = input.split_at(cut);
+            let parts = run("COPY t FROM STDIN", &[a, b]).unwrap();
+            assert_eq!(parts, whole, "cut at {cut}");
+        }
+        assert_eq!(ids(&whole), [1, 2, 3]);
+        let names = whole[0].column(1).as_string::<i32>();
+        assert_eq!(names.value(0), "al\tpha");
+        assert!(names.is_null(1));
+        assert_eq!(names.value(2), "x\\y\nz");
+        assert_eq!(
+            whole[0].column(2).as_primitive::<Float64Type>().value(2),
+            -2000.0
+        );
+    }
+
+    #[test]
+    fn csv_quotes_hold_delimiters_newlines_and_quotes() {
+        let input = b"id,name,px\r\n1,\"a,b\",1\n2,\"say \"\"hi\"\"\nthere\",\n3,,2.5";
+        let sql = "COPY t FROM STDIN WITH (FORMAT csv, HEADER true)";
+        let whole = run(sql, &[input]).unwrap();
+        for cut in 1..input.len() {
+            let (a, b) = input.split_at(cut);
+            assert_eq!(run(sql, &[a, b]).unwrap(), whole, "cut at {cut}");
+        }
+        assert_eq!(ids(&whole), [1, 2, 3]);
+        let names = whole[0].column(1).as_string::<i32>();
+        assert_eq!(names.value(0), "a,b");
+        assert_eq!(names.value(1), "say \"hi\"\nthere");
+        assert!(names.is_null(2), "an unquoted empty field is NULL in CSV");
+        assert!(whole[0].column(2).is_null(1));
+    }
+
+    #[test]
+    fn bad_lines_are_named() {
+        for (sql, input, needle) in [
+            (
+                "COPY t FROM STDIN",
+                &b"1\ta\t1\n2\tb\n"[..],
+                "line 2: missing data for column \"px\"",
+            ),
+            ("COPY t FROM STDIN", b"1\ta\t1\t9\n", "line 1: extra data"),
+            (
+                "COPY t FROM STDIN",
+                b"1\ta\t1\nx\tb\t2\n",
+                "line 2: column \"id\": invalid input syntax",
+            ),
+            (
+                "COPY t FROM STDIN (FORMAT csv)",
+                b"1,\"open,1\n",
+                "unterminated CSV quoted field",
+            ),
+            (
+                "COPY t FROM STDIN",
+                b"1\t\xff\t1\n",
+                "line 1: invalid byte sequence",
+            ),
+        ] {
+            let err = run(sql, &[input]).unwrap_err();
+            assert!(err.1.contains(needle), "{sql} {input:?}: {err:?}");
+            assert_eq!(err.0, "22P04");
+        }
+        let err = CopyIn::new(
+            "t".into(),
+            format("COPY t (nope) FROM STDIN"),
+            schema(),
+            &["nope".into()],
+        )
+        .unwrap_err();
+        assert_eq!(err.0, "42703");
+    }
+
+    #[test]
+    fn named_columns_leave_the_others_null_and_bytea_reads_hex() {
+        let mut copy = CopyIn::new(
+            "t".into(),
+            format("COPY t (px, id) FROM STDIN"),
+            schema(),
+            &["px".into(), "id".into()],
+        )
+        .unwrap();
+        copy.data(b"0.5\t7\n").unwrap();
+        let (_, batches, rows) = copy.finish().unwrap();
+        assert_eq!(rows, 1);
+        assert_eq!(ids(&batches), [7]);
+        assert!(batches[0].column(1).is_null(0));
+        let text = StringArray::from(vec![Some("\\x00ff"), Some("raw"), None]);
+        let b = bytea(&text).unwrap();
+        let b = b.as_binary::<i32>();
+        assert_eq!(b.value(0), [0, 255]);
+        assert_eq!(b.value(1), b"raw");
+        assert!(b.is_null(2));
+        assert!(bytea(&StringArray::from(vec!["\\x0"])).is_err());
+    }
+}
