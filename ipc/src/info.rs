@@ -109,6 +109,36 @@ pub struct DaemonStatus {
     pub memory: MemoryStatus,
     /// The data directory it serves.
     pub data_dir: PathBuf,
+    /// Its written tables and their log.
+    #[serde(default)]
+    pub ingest: IngestStatus,
+}
+
+/// The daemon's written tables and write-ahead log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IngestStatus {
+    /// Why writes are refused (a log that could not be recovered); empty when they
+    /// are taken.
+    pub refused: String,
+    /// Rows held in memtables (acknowledged, not yet in Parquet files).
+    pub memtable_rows: u64,
+    /// Their bytes.
+    pub memtable_bytes: u64,
+    /// Commits answered (acknowledged or refused).
+    pub commits: u64,
+    /// Commits made durable.
+    pub records: u64,
+    /// `fdatasync` calls on the log.
+    pub syncs: u64,
+    /// Groups of commits made durable together (one write and one sync each).
+    pub groups: u64,
+    /// The most commits one group held.
+    pub group_records_max: u64,
+    /// Time in `fdatasync`, microseconds.
+    pub sync_us_total: u64,
+    /// Bytes written to the log.
+    pub bytes: u64,
 }
 
 /// The daemon's memory budget and its parts (see `ringscan daemon run --help`).

@@ -32,7 +32,7 @@ pub use crate::PROTOCOL_VERSION;
 
 pub use crate::info::{
     decode_schema, encode_ipc_stream, encode_schema, read_ipc_stream, CacheStatus,
-    ColumnCacheStatus, DaemonStatus, FileVersion, MemoryStatus, TableInfo,
+    ColumnCacheStatus, DaemonStatus, FileVersion, IngestStatus, MemoryStatus, TableInfo,
 };
 
 /// Largest frame [`read_frame`] accepts (1 MiB): requests and summaries are small.

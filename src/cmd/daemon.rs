@@ -228,6 +228,24 @@ fn status(opts: &Opts) -> anyhow::Result<ExitCode> {
         "footer cache   {} entries, {} of {} bytes, {} hits, {} misses, {} evictions",
         cache.entries, cache.bytes, cache.capacity_bytes, cache.hits, cache.misses, cache.evictions
     );
+    let w = &s.ingest;
+    if w.refused.is_empty() {
+        println!(
+            "ingest         {} rows ({} bytes) in memory; log: {} commits, {} durable, {} fdatasyncs \
+             ({} groups, at most {} commits in one, {:.1} ms syncing), {} bytes",
+            w.memtable_rows,
+            w.memtable_bytes,
+            w.commits,
+            w.records,
+            w.syncs,
+            w.groups,
+            w.group_records_max,
+            w.sync_us_total as f64 / 1000.0,
+            w.bytes
+        );
+    } else {
+        println!("ingest         writes refused: {}", w.refused);
+    }
     let columns = &s.column_cache;
     println!(
         "column cache   {} chunks, {} of {} bytes, {} hits, {} misses, {} admitted, {} evicted, {} invalidated",

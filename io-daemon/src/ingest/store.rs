@@ -34,7 +34,7 @@ use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use ringscan_ipc::msg::FileVersion;
+use ringscan_ipc::msg::{CmpOp, FileVersion, Literal, Operand, Predicate};
 
 use super::file::{FsDir, LogDir};
 use super::manifest::{sync_dir, Manifest, ManifestFile, MANIFEST_FILE};
@@ -85,6 +85,8 @@ pub struct Recovered {
     pub rows: u64,
     /// Files of flushes that never committed, removed.
     pub orphans_removed: usize,
+    /// The log's torn tail, cut off: what and where.
+    pub torn_tail: Option<String>,
 }
 
 #[derive(Debug)]
@@ -116,15 +118,27 @@ struct TableState {
     mem_bytes: u64,
     /// When the oldest row of `mem` arrived.
     oldest: Option<Instant>,
-    /// Every key of the table (files, memtable, and commits being written).
-    keys: HashSet<Box<[u8]>>,
-    /// Counts truncates: a commit whose keys were checked before one re-adds them.
-    epoch: u64,
+    /// Every key of the table (files, memtable, and commits being written), with where
+    /// its row is: in the memtable (`Some`: the commit's log position, its batch, the
+    /// row), else in a file (`None`, and also a memtable place at or below the
+    /// manifest's `flushed_lsn`, which a flush moved into a file).
+    keys: HashMap<Box<[u8]>, Option<Place>>,
     dropped: bool,
 }
 
 /// An encoded primary key, with the (batch, row) that holds it.
 type KeyAt = (Box<[u8]>, (usize, usize));
+
+/// A row of the memtable: its commit's log position, the batch of that commit, the row.
+type Place = (Lsn, u32, u32);
+
+fn place(lsn: Lsn, (batch, row): (usize, usize)) -> Option<Place> {
+    Some((
+        lsn,
+        u32::try_from(batch).unwrap_or(u32::MAX),
+        u32::try_from(row).unwrap_or(u32::MAX),
+    ))
+}
 
 /// One statement's rows on their way through the log.
 #[derive(Debug)]
@@ -134,8 +148,6 @@ pub struct Commit {
     /// Their primary keys, encoded, with (batch, row) to name one in an error.
     keys: Vec<KeyAt>,
     payload: Vec<u8>,
-    /// The table's truncate count when the keys were checked.
-    epoch: AtomicU64,
 }
 
 /// The log's committer: keys checked in log order, rows applied after the sync.
@@ -221,31 +233,49 @@ impl Ingest {
         };
         let replay_tables = Arc::clone(&tables);
         let (mut records, mut rows) = (0u64, 0u64);
-        let (wal, _) = Wal::open(log_dir, writer, |lsn, payload| {
-            replay_tables.applied_lsn.store(lsn, Ordering::Release);
-            let record = Record::decode(payload)?;
-            let map = lock_read(&replay_tables.map);
-            let Some(table) = map.get(&record.table).filter(|t| t.id == record.id) else {
-                // A table dropped (or dropped and made anew) since.
-                return Ok(());
-            };
-            let mut state = lock_write(&table.state);
-            if lsn <= state.manifest.flushed_lsn {
-                return Ok(());
-            }
-            let batches = table
-                .conform(record.rows)
-                .map_err(|e| format!("log record {lsn} for table {}: {e}", table.name))?;
-            let keys = table.keys_of(&batches)?;
-            for (key, _) in keys {
-                state.keys.insert(key);
-            }
-            records += 1;
-            rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-            state.add(lsn, batches);
-            Ok(())
-        })
+        // Every record up to the newest manifest's position is in files: a log found
+        // empty (removed by hand) starts after it.
+        let floor = lock_read(&tables.map)
+            .values()
+            .map(|t| lock_read(&t.state).manifest.flushed_lsn)
+            .max()
+            .unwrap_or(0);
+        let (wal, recovery) = Wal::open_after(
+            log_dir,
+            writer,
+            |lsn, payload| {
+                replay_tables.applied_lsn.store(lsn, Ordering::Release);
+                let record = Record::decode(payload)?;
+                let map = lock_read(&replay_tables.map);
+                let Some(table) = map.get(&record.table).filter(|t| t.id == record.id) else {
+                    // A table dropped (or dropped and made anew) since.
+                    return Ok(());
+                };
+                let mut state = lock_write(&table.state);
+                if lsn <= state.manifest.flushed_lsn {
+                    return Ok(());
+                }
+                let batches = table
+                    .conform(record.rows)
+                    .map_err(|e| format!("log record {lsn} for table {}: {e}", table.name))?;
+                let keys = table.keys_of(&batches)?;
+                for (key, at) in keys {
+                    state.keys.insert(key, place(lsn, at));
+                }
+                records += 1;
+                rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+                state.add(lsn, batches);
+                Ok(())
+            },
+            floor,
+        )
         .map_err(|e| e.to_string())?;
+        recovered.torn_tail = recovery.torn_tail.map(|t| {
+            format!(
+                "{} bytes of {} from offset {} ({})",
+                recovery.bytes_truncated, t.segment, t.offset, t.reason
+            )
+        });
         recovered.records = records;
         recovered.rows = rows;
         let ingest = Self {
@@ -368,7 +398,6 @@ impl Ingest {
         state.mem_bytes = 0;
         state.oldest = None;
         state.keys.clear();
-        state.epoch += 1;
         self.tables.version.bump();
         drop(state);
         for file in old_files {
@@ -408,7 +437,6 @@ impl Ingest {
             batches,
             keys,
             payload: record,
-            epoch: AtomicU64::new(0),
         })
     }
 
@@ -421,8 +449,39 @@ impl Ingest {
 
     /// The snapshot of table `name` a scan reads, if it is a written table.
     pub fn snapshot(&self, name: &str, with_versions: bool) -> Option<Snapshot> {
+        self.snapshot_for(name, with_versions, None)
+    }
+
+    /// [`Self::snapshot`] for a scan with `predicate`: where it fixes the whole primary
+    /// key (`id = 5`, with any other conditions), the key's place answers where the one
+    /// row can be: that row of the memtable alone, the files alone, or nowhere (no IO
+    /// at all).
+    pub fn snapshot_for(
+        &self,
+        name: &str,
+        with_versions: bool,
+        predicate: Option<&Predicate>,
+    ) -> Option<Snapshot> {
         let table = self.table(name)?;
         let state = lock_read(&table.state);
+        let hit = predicate.and_then(|p| table.key_lookup(&state, p));
+        let mut snapshot = self.snapshot_of(&table, &state, with_versions);
+        match hit {
+            None => {}
+            Some(KeyHit::Absent) => {
+                snapshot.rows.clear();
+                snapshot.table.listing.files.clear();
+            }
+            Some(KeyHit::Memory(row)) => {
+                snapshot.rows = vec![row];
+                snapshot.table.listing.files.clear();
+            }
+            Some(KeyHit::Files) => snapshot.rows.clear(),
+        }
+        Some(snapshot)
+    }
+
+    fn snapshot_of(&self, table: &Table, state: &TableState, with_versions: bool) -> Snapshot {
         let files: Vec<PathBuf> = state
             .manifest
             .files
@@ -453,7 +512,7 @@ impl Ingest {
             (Vec::new(), Vec::new())
         };
         let rows = state.mem.iter().map(|(_, b)| b.clone()).collect();
-        Some(Snapshot {
+        Snapshot {
             table: ResolvedTable {
                 listing: Listing {
                     root: table.dir.clone(),
@@ -465,7 +524,7 @@ impl Ingest {
                 partition_types: PartitionTypes::default(),
             },
             rows,
-        })
+        }
     }
 
     /// Flushes every table whose memtable is due (`force`: every non-empty one), then
@@ -576,10 +635,8 @@ impl Ingest {
 
 impl TableState {
     fn add(&mut self, lsn: Lsn, batches: Vec<RecordBatch>) {
+        // Every batch, empty ones too: a key's place counts the commit's batches.
         for batch in batches {
-            if batch.num_rows() == 0 {
-                continue;
-            }
             self.mem_bytes += batch_bytes(&batch);
             self.mem.push((lsn, batch));
         }
@@ -621,8 +678,7 @@ impl Table {
                 mem: Vec::new(),
                 mem_bytes: 0,
                 oldest: None,
-                keys: HashSet::new(),
-                epoch: 0,
+                keys: HashMap::new(),
                 dropped: false,
             }),
         };
@@ -656,11 +712,55 @@ impl Table {
                     .convert_columns(batch.columns())
                     .map_err(|e| err(&e))?;
                 for row in rows.iter() {
-                    state.keys.insert(row.as_ref().into());
+                    state.keys.insert(row.as_ref().into(), None);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Where the row of the key `predicate` fixes is (`None`: it fixes no whole key, or
+    /// a value that is not exactly one of the key column's).
+    fn key_lookup(&self, state: &TableState, predicate: &Predicate) -> Option<KeyHit> {
+        if self.key.is_empty() {
+            return None;
+        }
+        let conjuncts: Vec<&Predicate> = match predicate {
+            Predicate::And(all) => all.iter().collect(),
+            one => vec![one],
+        };
+        let mut values = Vec::with_capacity(self.key.len());
+        for &i in &self.key {
+            let field = self.schema.field(i);
+            let literal = conjuncts.iter().find_map(|p| match p {
+                Predicate::Compare {
+                    left: Operand::Column(c),
+                    op: CmpOp::Eq,
+                    right: Operand::Literal(l),
+                }
+                | Predicate::Compare {
+                    left: Operand::Literal(l),
+                    op: CmpOp::Eq,
+                    right: Operand::Column(c),
+                } if c == field.name() => Some(l),
+                _ => None,
+            })?;
+            values.push(key_value(field.data_type(), literal)?);
+        }
+        let rows = self.key_converter().ok()?.convert_columns(&values).ok()?;
+        let key = rows.row(0);
+        Some(match state.keys.get(key.as_ref()) {
+            None => KeyHit::Absent,
+            Some(Some((lsn, batch, row))) if *lsn > state.manifest.flushed_lsn => {
+                let first = state.mem.partition_point(|(l, _)| l < lsn);
+                let (l, found) = state.mem.get(first + *batch as usize)?;
+                if l != lsn || *row as usize >= found.num_rows() {
+                    return None;
+                }
+                KeyHit::Memory(found.slice(*row as usize, 1))
+            }
+            Some(_) => KeyHit::Files,
+        })
     }
 
     fn key_converter(&self) -> Result<RowConverter, String> {
@@ -679,7 +779,7 @@ impl Table {
         let fields = self.schema.fields();
         let mut seen = 0usize;
         let mut out = Vec::with_capacity(batches.len());
-        for batch in batches {
+        for batch in batches.into_iter().filter(|b| b.num_rows() > 0) {
             if batch.num_columns() != fields.len() {
                 return Err(format!(
                     "rows of {} columns for table \"{}\" of {}",
@@ -872,15 +972,16 @@ impl Committer for Writer {
         }
         let mut added = Vec::with_capacity(commit.keys.len());
         for (key, at) in &commit.keys {
-            if !state.keys.insert(key.clone()) {
+            if state.keys.contains_key(key) {
                 for k in added {
                     state.keys.remove(k);
                 }
                 return Err(table.duplicate(&commit.batches, *at));
             }
+            // Placed when applied (its log position is not known yet).
+            state.keys.insert(key.clone(), None);
             added.push(key);
         }
-        commit.epoch.store(state.epoch, Ordering::Relaxed);
         Ok(commit.payload.clone())
     }
 
@@ -890,11 +991,10 @@ impl Committer for Writer {
         if state.dropped {
             return;
         }
-        if commit.epoch.load(Ordering::Relaxed) != state.epoch {
-            // A truncate cleared the keys after this commit's were checked.
-            for (key, _) in commit.keys {
-                state.keys.insert(key);
-            }
+        // Where each key's row is now (and back in the set if a truncate cleared the
+        // keys after this commit's were checked).
+        for (key, at) in commit.keys {
+            state.keys.insert(key, place(lsn, at));
         }
         state.add(lsn, commit.batches);
         // Under the table's lock: a describe that stats the version sees this change
@@ -908,6 +1008,43 @@ impl Committer for Writer {
             state.keys.remove(key);
         }
     }
+}
+
+/// Where the row of a whole key is.
+enum KeyHit {
+    /// No row has it.
+    Absent,
+    /// This row of the memtable.
+    Memory(RecordBatch),
+    /// A row of the table's files.
+    Files,
+}
+
+/// `literal` as a one-value array of a key column of type `data_type`, where it is
+/// exactly a value of that type (else a lookup by it cannot be exact).
+fn key_value(data_type: &DataType, literal: &Literal) -> Option<ArrayRef> {
+    use arrow_array::{
+        BooleanArray, Date32Array, Int16Array, Int32Array, Int64Array, TimestampMicrosecondArray,
+    };
+    Some(match (data_type, literal) {
+        (DataType::Int64, Literal::Int(v)) => Arc::new(Int64Array::from(vec![*v])),
+        (DataType::Int32, Literal::Int(v)) => {
+            Arc::new(Int32Array::from(vec![i32::try_from(*v).ok()?]))
+        }
+        (DataType::Int16, Literal::Int(v)) => {
+            Arc::new(Int16Array::from(vec![i16::try_from(*v).ok()?]))
+        }
+        (DataType::Utf8, Literal::Utf8(v)) => {
+            Arc::new(arrow_array::StringArray::from(vec![v.as_str()]))
+        }
+        (DataType::Boolean, Literal::Bool(v)) => Arc::new(BooleanArray::from(vec![*v])),
+        (DataType::Date32, Literal::Date32(v)) => Arc::new(Date32Array::from(vec![*v])),
+        (
+            DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, zone),
+            Literal::TimestampMicros(v),
+        ) => Arc::new(TimestampMicrosecondArray::from(vec![*v]).with_timezone_opt(zone.clone())),
+        _ => return None,
+    })
 }
 
 /// A log record: `[u64 table id][u16 name length][name][Arrow IPC stream]`.
@@ -1329,6 +1466,108 @@ mod tests {
         assert_eq!(recovered.records, 1, "{recovered:?}");
         assert_eq!(ids(&ingest, "t"), [1, 3, 4, 5, 9]);
         assert!(insert(&ingest, "t", &[9]).unwrap_err().contains("(id)=(9)"));
+    }
+
+    #[test]
+    fn a_whole_key_finds_its_row_in_memory_or_the_files_or_nowhere() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        insert(&ingest, "t", &[1, 2]).unwrap();
+        ingest.flush(true).unwrap();
+        insert(&ingest, "t", &[3]).unwrap();
+        insert(&ingest, "t", &[4, 5, 6]).unwrap();
+        let eq = |id: i64| Predicate::compare("id", CmpOp::Eq, Literal::Int(id));
+        let look = |p: &Predicate| {
+            let s = ingest.snapshot_for("t", false, Some(p)).unwrap();
+            let mem: Vec<i64> = s
+                .rows
+                .iter()
+                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect();
+            (mem, s.table.listing.files.len())
+        };
+        assert_eq!(
+            look(&eq(5)),
+            (vec![5], 0),
+            "in memory: that row alone, no file"
+        );
+        assert_eq!(look(&eq(3)), (vec![3], 0));
+        assert_eq!(look(&eq(2)), (vec![], 1), "in a file: the files alone");
+        assert_eq!(look(&eq(99)), (vec![], 0), "nowhere: nothing to read");
+        let with_more = Predicate::And(vec![
+            Predicate::compare("v", CmpOp::Eq, Literal::Utf8("x".into())),
+            eq(6),
+        ]);
+        assert_eq!(look(&with_more), (vec![6], 0));
+        // Not a whole key by an exact value: everything, as without a predicate.
+        let range = Predicate::compare("id", CmpOp::Gt, Literal::Int(1));
+        assert_eq!(look(&range), (vec![3, 4, 5, 6], 1));
+        let float = Predicate::compare("id", CmpOp::Eq, Literal::Float(5.0));
+        assert_eq!(look(&float).0.len(), 4);
+        // After a flush the memtable places point into the file.
+        ingest.flush(true).unwrap();
+        assert_eq!(look(&eq(5)), (vec![], 2));
+        // Recovery places replayed rows too.
+        insert(&ingest, "t", &[7]).unwrap();
+        log.power_cut();
+        drop(ingest);
+        let (ingest, _) = open(&root, &log);
+        let s = ingest.snapshot_for("t", false, Some(&eq(7))).unwrap();
+        assert_eq!(s.rows.len(), 1);
+        assert!(s.table.listing.files.is_empty());
+    }
+
+    #[test]
+    fn a_log_removed_by_hand_restarts_after_the_manifests_positions() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        insert(&ingest, "t", &[1]).unwrap();
+        insert(&ingest, "t", &[2]).unwrap();
+        ingest.flush(true).unwrap();
+        drop(ingest);
+        // The log directory emptied: new records must not reuse positions the
+        // manifest covers (recovery would skip them as flushed).
+        let empty = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &empty);
+        let (_, lsn) = insert(&ingest, "t", &[3]).unwrap();
+        assert!(lsn > 2, "{lsn}");
+        empty.power_cut();
+        drop(ingest);
+        let (ingest, _) = open(&root, &empty);
+        assert_eq!(ids(&ingest, "t"), [1, 2, 3]);
+        drop(ingest);
+        // A log that ends before the manifests' positions lost segments: refused.
+        let behind = Arc::new(PowerCutDir::new());
+        {
+            let dir: Arc<dyn LogDir> = Arc::clone(&behind) as Arc<dyn LogDir>;
+            let (wal, _) = Wal::open(
+                dir,
+                Writer {
+                    tables: Arc::new(Tables {
+                        data_dir: root.data.path().to_path_buf(),
+                        map: RwLock::new(HashMap::new()),
+                        applied_lsn: AtomicU64::new(0),
+                        version: Version::create(&root.state.join("v")).unwrap(),
+                    }),
+                },
+                |_, _| Ok(()),
+            )
+            .unwrap();
+            drop(wal);
+        }
+        let dir: Arc<dyn LogDir> = Arc::clone(&behind) as Arc<dyn LogDir>;
+        // An empty first segment: the log "ends" at 0, behind the manifest's position.
+        let err = Ingest::open_with(root.data.path(), &root.state, dir, IngestConfig::default())
+            .unwrap_err();
+        assert!(err.contains("segments after it were lost"), "{err}");
     }
 
     #[test]

@@ -303,7 +303,8 @@ pub enum WalError {
         /// The OS error.
         error: Arc<io::Error>,
     },
-    /// The writer thread is gone: a committer hook panicked.
+    /// A committer hook panicked: the writer answers every request with this error
+    /// from then on (the items in flight are dropped without `abandon`).
     #[error("the write-ahead log's writer thread stopped (a committer hook panicked)")]
     WriterGone,
 }
@@ -425,7 +426,20 @@ impl<C: Committer> Wal<C> {
     pub fn open(
         dir: Arc<dyn LogDir>,
         committer: C,
+        replay: impl FnMut(Lsn, &[u8]) -> Result<(), String>,
+    ) -> Result<(Self, Recovery), WalError> {
+        Self::open_after(dir, committer, replay, 0)
+    }
+
+    /// [`open`](Self::open) for a log whose records up to `floor` were made durable
+    /// elsewhere (the tables' manifests cover them): a new log (an empty directory)
+    /// starts after `floor`, so that no new record reuses a position those cover; a log
+    /// that ends before `floor` lost segments, and is refused.
+    pub fn open_after(
+        dir: Arc<dyn LogDir>,
+        committer: C,
         mut replay: impl FnMut(Lsn, &[u8]) -> Result<(), String>,
+        floor: Lsn,
     ) -> Result<(Self, Recovery), WalError> {
         let mut segments = Vec::new();
         let names = dir.list().map_err(|error| WalError::Io {
@@ -450,17 +464,30 @@ impl<C: Committer> Wal<C> {
 
         let mut recovery = Recovery::default();
         let (file, file_len, next_lsn) = if segments.is_empty() {
-            let name = segment_name(1);
+            let first_lsn = floor + 1;
+            let name = segment_name(first_lsn);
             let file = create_segment(dir.as_ref(), &name)?;
             dir.sync_dir().map_err(|error| WalError::Io {
                 action: "fsync the directory after creating",
                 file: name.clone(),
                 error,
             })?;
-            segments.push(Segment { first_lsn: 1, name });
-            (file, 0, 1)
+            segments.push(Segment { first_lsn, name });
+            (file, 0, first_lsn)
         } else {
-            recover(dir.as_ref(), &segments, &mut recovery, &mut replay)?
+            let recovered = recover(dir.as_ref(), &segments, &mut recovery, &mut replay)?;
+            if recovered.2 <= floor {
+                return Err(WalError::Corrupt {
+                    segment: segments.last().map(|s| s.name.clone()).unwrap_or_default(),
+                    offset: 0,
+                    reason: format!(
+                        "the log ends at LSN {} but the tables' manifests cover up to LSN \
+                         {floor}: segments after it were lost",
+                        recovered.2 - 1
+                    ),
+                });
+            }
+            recovered
         };
         recovery.last_lsn = next_lsn - 1;
         recovery.segments = segments.iter().map(|s| s.name.clone()).collect();
@@ -555,7 +582,7 @@ impl<C: Committer> Drop for Wal<C> {
         // Closing the queue ends the writer's loop once it has answered what is queued.
         drop(self.requests.take());
         if let Some(writer) = self.writer.take() {
-            // A panic on the writer (a hook's) was reported to the committers already.
+            // The writer catches a hook's panic, so this join does not fail.
             let _ = writer.join();
         }
     }
@@ -693,6 +720,25 @@ impl<C: Committer> Writer<C> {
     }
 
     fn run(mut self) {
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve()));
+        if served.is_err() {
+            // A hook panicked (the panic hook printed it). Answer every request until the
+            // Wal is dropped: a channel keeps what is queued while a sender lives, so a
+            // request queued while the panic unwound would otherwise wait forever.
+            for request in self.queue.iter() {
+                match request {
+                    Request::Commit { reply, .. } | Request::Rotate { reply } => {
+                        let _ = reply.send(Err(WalError::WriterGone));
+                    }
+                    Request::RemoveThrough { reply, .. } => {
+                        let _ = reply.send(Err(WalError::WriterGone));
+                    }
+                }
+            }
+        }
+    }
+
+    fn serve(&mut self) {
         let mut held = None;
         loop {
             let request = match held.take() {

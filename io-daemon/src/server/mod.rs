@@ -466,16 +466,22 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     let log = Log::open(&log_path(&data_dir));
     let ingest = crate::ingest::store::Ingest::open(&data_dir, &state, config.ingest.clone());
     match &ingest {
-        Ok((_, recovered)) if recovered.tables > 0 => log.line(&format!(
-            "written tables: {}; replayed {} log records ({} rows){}",
-            recovered.tables,
-            recovered.records,
-            recovered.rows,
-            match recovered.orphans_removed {
-                0 => String::new(),
-                n => format!("; removed {n} files of flushes that did not commit"),
-            }
-        )),
+        Ok((_, recovered)) if recovered.tables > 0 || recovered.torn_tail.is_some() => {
+            log.line(&format!(
+                "written tables: {}; replayed {} log records ({} rows){}{}",
+                recovered.tables,
+                recovered.records,
+                recovered.rows,
+                match recovered.orphans_removed {
+                    0 => String::new(),
+                    n => format!("; removed {n} files of flushes that did not commit"),
+                },
+                match &recovered.torn_tail {
+                    Some(t) => format!("; cut the log's torn tail: {t}"),
+                    None => String::new(),
+                }
+            ))
+        }
         Ok(_) => {}
         Err(e) => log.line(&format!("writes are refused: {e}")),
     }

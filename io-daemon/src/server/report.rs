@@ -29,6 +29,33 @@ pub(crate) fn status(shared: &Shared) -> DaemonStatus {
         column_cache: column_cache_status(shared),
         memory: memory_status(shared),
         data_dir: shared.data_dir.clone(),
+        ingest: ingest_status(shared),
+    }
+}
+
+fn ingest_status(shared: &Shared) -> ringscan_ipc::msg::IngestStatus {
+    let ingest = match &shared.ingest {
+        Ok(ingest) => ingest,
+        Err(why) => {
+            return ringscan_ipc::msg::IngestStatus {
+                refused: why.clone(),
+                ..Default::default()
+            }
+        }
+    };
+    let (memtable_rows, memtable_bytes) = ingest.memory();
+    let wal = ingest.wal_stats();
+    ringscan_ipc::msg::IngestStatus {
+        refused: String::new(),
+        memtable_rows,
+        memtable_bytes,
+        commits: wal.commits,
+        records: wal.records,
+        syncs: wal.syncs,
+        groups: wal.groups,
+        group_records_max: wal.group_records_max,
+        sync_us_total: wal.sync_us_total,
+        bytes: wal.bytes,
     }
 }
 

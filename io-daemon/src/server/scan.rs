@@ -275,7 +275,9 @@ struct Prepared {
 
 fn prepare(shared: &Shared, request: &ScanRequest) -> Result<Prepared, String> {
     let written = match (&request.source, &shared.ingest) {
-        (ScanSource::Table { name }, Ok(ingest)) => ingest.snapshot(name, false),
+        (ScanSource::Table { name }, Ok(ingest)) => {
+            ingest.snapshot_for(name, false, request.predicate.as_ref())
+        }
         _ => None,
     };
     let (table, memtable) = match written {
