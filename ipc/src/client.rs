@@ -591,9 +591,58 @@ pub fn write_request(
     payload: &[u8],
     timeout: Duration,
 ) -> Result<u64, ClientError> {
-    const OP: &str = "writing";
     let mut stream = open(socket_path)?;
-    send(&mut stream, message, OP)?;
+    write_on(&mut stream, message, payload, timeout)
+}
+
+/// A connection for writes, kept between them (a write is one round trip on it).
+#[derive(Debug)]
+pub struct WriteConnection {
+    path: PathBuf,
+    stream: Option<UnixStream>,
+}
+
+impl WriteConnection {
+    /// Writes go to the daemon listening at `socket_path` (connected on the first).
+    pub fn new(socket_path: &Path) -> Self {
+        Self {
+            path: socket_path.to_path_buf(),
+            stream: None,
+        }
+    }
+
+    /// [`write_request`] on the kept connection: reconnected first when the daemon
+    /// closed it while it was idle (which no write was sent on, so nothing can be
+    /// sent twice).
+    pub fn write(
+        &mut self,
+        message: &ClientMessage,
+        payload: &[u8],
+        timeout: Duration,
+    ) -> Result<u64, ClientError> {
+        let mut stream = match self.stream.take() {
+            Some(s) if crate::sys::still_open(&s) => s,
+            _ => open(&self.path)?,
+        };
+        let result = write_on(&mut stream, message, payload, timeout);
+        // The daemon answers a refused write and reads the next: the connection is in
+        // step after either answer.
+        if matches!(result, Ok(_) | Err(ClientError::Daemon { .. })) {
+            self.stream = Some(stream);
+        }
+        result
+    }
+}
+
+fn write_on(
+    stream: &mut UnixStream,
+    message: &ClientMessage,
+    payload: &[u8],
+    timeout: Duration,
+) -> Result<u64, ClientError> {
+    const OP: &str = "writing";
+    let stream = &mut *stream;
+    send(stream, message, OP)?;
     if !payload.is_empty() {
         stream
             .set_write_timeout(Some(timeout))
@@ -603,7 +652,7 @@ pub fn write_request(
             source => ClientError::Io { op: OP, source },
         })?;
     }
-    match read_message(&mut stream, Instant::now() + timeout, OP) {
+    match read_message(stream, Instant::now() + timeout, OP) {
         Ok(DaemonMessage::Written { rows, .. }) => Ok(rows),
         Ok(other) => Err(unexpected(OP, &other)),
         Err(ClientError::Closed { .. }) => Err(ClientError::Daemon {

@@ -604,3 +604,20 @@ pub(crate) fn deferred_validation() -> arrow_data::UnsafeFlag {
     unsafe { flag.set(true) };
     flag
 }
+
+/// Whether a connection kept idle is still open: no end of stream (and nothing
+/// unasked for) waiting on it. Does not block.
+pub(crate) fn still_open(stream: &std::os::unix::net::UnixStream) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `byte` is one writable byte, the length given; the descriptor is a socket
+    // the caller keeps open for the call.
+    let ret = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            std::ptr::addr_of_mut!(byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    ret < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+}

@@ -30,6 +30,8 @@ pub(crate) struct Daemon {
     data_dir: PathBuf,
     client: Mutex<DaemonClient>,
     tables: Mutex<HashMap<ScanSource, Arc<TableEntry>>>,
+    /// The connection writes go on, kept between them.
+    writer: Mutex<ringscan_ipc::client::WriteConnection>,
 }
 
 /// A table as the daemon described it.
@@ -73,6 +75,7 @@ impl Daemon {
     pub(crate) fn new(data_dir: &Path, client: DaemonClient) -> Self {
         Self {
             data_dir: data_dir.to_path_buf(),
+            writer: Mutex::new(ringscan_ipc::client::WriteConnection::new(client.path())),
             client: Mutex::new(client),
             tables: Mutex::new(HashMap::new()),
         }
@@ -161,15 +164,16 @@ impl Daemon {
         message: &ringscan_ipc::msg::ClientMessage,
         payload: &[u8],
     ) -> datafusion::common::Result<u64> {
-        let path = self.client().path().to_path_buf();
-        // A table's rows and definition change: what is remembered of it is stale.
+        // A table made, dropped or emptied: what is remembered of it is stale (rows
+        // inserted change its data version, which a use checks anyway).
         self.tables
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .retain(|source, _| {
-                !matches!(source, ScanSource::Table { .. }) || !writes(message, source)
-            });
-        ringscan_ipc::client::write_request(&path, message, payload, super::write::WRITE_TIMEOUT)
+            .retain(|source, _| !writes(message, source));
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .write(message, payload, super::write::WRITE_TIMEOUT)
             .map_err(|e| match e {
                 ClientError::Daemon { message } => {
                     datafusion::common::DataFusionError::Execution(message)
@@ -191,7 +195,6 @@ fn writes(message: &ringscan_ipc::msg::ClientMessage, source: &ScanSource) -> bo
         return false;
     };
     match message {
-        M::Insert { table, .. } => table == name,
         M::CreateTable { name: n, .. } | M::DropTable { name: n, .. } | M::Truncate { name: n } => {
             n == name
         }

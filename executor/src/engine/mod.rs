@@ -603,9 +603,23 @@ impl SqlSession {
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(generic) = &cached.generic {
             let param_values = ParamValues::from(values.clone());
+            if write::is_values_insert(&generic.plan)
+                && write::values_rows(&generic.plan, Some(&param_values)).is_some()
+            {
+                // The rows are made from the values directly (`write::values_rows`):
+                // no physical plan.
+                return Ok(Bound {
+                    plan: Arc::clone(generic),
+                    physical: None,
+                    params: Some(Arc::new(scan::BoundParams(param_values))),
+                    key_values: None,
+                });
+            }
             if values_keep_pushdown(&generic.plan, &param_values) {
                 let key_values = Some(format!("{values:?}"));
-                if !generic.physical_refused.load(Ordering::Relaxed) {
+                if !generic.physical_refused.load(Ordering::Relaxed)
+                    && !matches!(generic.plan, LogicalPlan::Dml(_))
+                {
                     match self.physical(generic, state) {
                         Ok(physical) => {
                             return Ok(Bound {
@@ -763,6 +777,32 @@ impl SqlSession {
         let (cached, plan_hit) = self.plan(sql)?;
         let state = self.ctx.state();
         let bound = self.bind(cached, params, &state)?;
+        if matches!(bound.plan.plan, LogicalPlan::Dml(_)) {
+            let values = bound.params.as_ref().map(|p| &p.0);
+            if let Some(rows) = write::values_rows(&bound.plan.plan, values) {
+                let inserted = rows
+                    .and_then(|(_, batch)| self.insert_values(&bound.plan.plan, &batch))
+                    .map_err(|e| {
+                        self.plans.remove(&sql.to_owned());
+                        EngineError::from(e)
+                    })?;
+                return Ok(QueryOutcome {
+                    result: Arc::new(QueryResult {
+                        schema: Arc::new(arrow_schema::Schema::empty()),
+                        batches: Vec::new(),
+                        rows: 0,
+                    }),
+                    explain: None,
+                    scan: None,
+                    plan_hit,
+                    generic_plan: bound.key_values.is_some(),
+                    result_hit: false,
+                    from_statistics: false,
+                    total_us: micros(start),
+                    command: Some(format!("INSERT 0 {inserted}")),
+                });
+            }
+        }
         let cached = Arc::clone(&bound.plan);
         let generic_plan = bound.key_values.is_some();
         let is_explain = cached.explain;
@@ -986,6 +1026,40 @@ impl SqlSession {
             total_us: micros(start),
             command: Some(tag),
         }))
+    }
+
+    /// Writes the rows of an `INSERT ... VALUES` made without DataFusion
+    /// ([`write::values_rows`]) into the insert's table.
+    fn insert_values(
+        &self,
+        plan: &LogicalPlan,
+        batch: &RecordBatch,
+    ) -> datafusion::common::Result<u64> {
+        use datafusion::datasource::source_as_provider;
+        let LogicalPlan::Dml(dml) = plan else {
+            return Err(DataFusionError::Internal("not an insert".into()));
+        };
+        let provider = source_as_provider(&dml.target)?;
+        let Some(table) = provider.downcast_ref::<DaemonTable>() else {
+            return Err(DataFusionError::Plan(format!(
+                "{}: not a table of the data directory",
+                dml.table_name
+            )));
+        };
+        let entry = table.entry();
+        let ringscan_ipc::msg::ScanSource::Table { name } = &entry.source else {
+            return datafusion::common::not_impl_err!(
+                "INSERT into files named by path: insert into a table (CREATE TABLE makes one)"
+            );
+        };
+        let batch = write::stored_batch(batch, &entry.schema)?;
+        let payload =
+            ringscan_ipc::msg::encode_ipc_stream(batch.schema_ref(), std::slice::from_ref(&batch))?;
+        let message = ringscan_ipc::msg::ClientMessage::Insert {
+            table: name.clone(),
+            bytes: payload.len() as u64,
+        };
+        self.daemon.write(&message, &payload)
     }
 
     /// The columns of table `name` as stored (what rows written into it must have).

@@ -421,8 +421,167 @@ impl DataSink for DaemonSink {
     }
 }
 
+/// Whether `plan` is an `INSERT INTO t VALUES ...` that [`values_rows`] makes the rows
+/// of (its shape; whether each value is a constant is seen when it runs).
+pub(crate) fn is_values_insert(plan: &datafusion::logical_expr::LogicalPlan) -> bool {
+    use datafusion::logical_expr::LogicalPlan;
+    let LogicalPlan::Dml(dml) = plan else {
+        return false;
+    };
+    match dml.input.as_ref() {
+        LogicalPlan::Projection(p) => matches!(p.input.as_ref(), LogicalPlan::Values(_)),
+        LogicalPlan::Values(_) => true,
+        _ => false,
+    }
+}
+
+/// The rows of `INSERT INTO t VALUES (...), ...` (its optimized plan: the table's
+/// columns projected from a VALUES list of constants and parameters), made here
+/// without DataFusion's execution: what a single-row insert costs is then its wire
+/// protocol and its write, not a physical plan. `None` for any other insert (an
+/// `INSERT ... SELECT`, an expression that is not a constant), which DataFusion runs.
+pub(crate) fn values_rows(
+    plan: &datafusion::logical_expr::LogicalPlan,
+    params: Option<&datafusion::common::ParamValues>,
+) -> Option<Result<(String, RecordBatch)>> {
+    use datafusion::logical_expr::dml::InsertOp;
+    use datafusion::logical_expr::{LogicalPlan, WriteOp};
+    let LogicalPlan::Dml(dml) = plan else {
+        return None;
+    };
+    if dml.op != WriteOp::Insert(InsertOp::Append) {
+        return None;
+    }
+    let (projection, values) = match dml.input.as_ref() {
+        LogicalPlan::Projection(p) => match p.input.as_ref() {
+            LogicalPlan::Values(v) => (Some(&p.expr), v),
+            _ => return None,
+        },
+        LogicalPlan::Values(v) => (None, v),
+        _ => return None,
+    };
+    let target = dml.target.schema();
+    let width = values.schema.fields().len();
+    // The VALUES list as constants, row by row.
+    let mut rows: Vec<Vec<datafusion::common::ScalarValue>> =
+        Vec::with_capacity(values.values.len());
+    for row in &values.values {
+        let mut out = Vec::with_capacity(width);
+        for (expr, field) in row.iter().zip(values.schema.fields()) {
+            match constant(expr, params)? {
+                Ok(v) => out.push(match v.cast_to(field.data_type()) {
+                    Ok(v) => v,
+                    Err(e) => return Some(Err(e)),
+                }),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        rows.push(out);
+    }
+    let mut columns = Vec::with_capacity(target.fields().len());
+    for (i, field) in target.fields().iter().enumerate() {
+        // What the projection makes of the VALUES columns for this table column.
+        let expr = match projection {
+            Some(exprs) => exprs.get(i)?,
+            None => {
+                let column: Vec<_> = rows.iter().map(|r| r[i].clone()).collect();
+                columns.push(column);
+                continue;
+            }
+        };
+        let (source, cast) = projected(expr)?;
+        let column: Vec<datafusion::common::ScalarValue> = match source {
+            Projected::Column(name) => {
+                let at = values.schema.index_of_column_by_name(None, &name)?;
+                rows.iter().map(|r| r[at].clone()).collect()
+            }
+            Projected::Constant(v) => vec![v; rows.len()],
+        };
+        let column = match cast {
+            Some(dt) => match column.into_iter().map(|v| v.cast_to(&dt)).collect() {
+                Ok(c) => c,
+                Err(e) => return Some(Err(e)),
+            },
+            None => column,
+        };
+        let _ = field;
+        columns.push(column);
+    }
+    let arrays = columns
+        .into_iter()
+        .zip(target.fields())
+        .map(|(column, field)| {
+            let array = datafusion::common::ScalarValue::iter_to_array(column)?;
+            if array.data_type() == field.data_type() {
+                Ok(array)
+            } else {
+                Ok(arrow_cast::cast(&array, field.data_type())?)
+            }
+        })
+        .collect::<Result<Vec<_>>>();
+    let arrays = match arrays {
+        Ok(a) => a,
+        Err(e) => return Some(Err(e)),
+    };
+    let loose: Vec<Field> = target
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    let batch = match RecordBatch::try_new(Arc::new(Schema::new(loose)), arrays) {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e.into())),
+    };
+    Some(Ok((dml.table_name.table().to_owned(), batch)))
+}
+
+/// What a projection expression of an insert takes: a VALUES column or a constant.
+enum Projected {
+    Column(String),
+    Constant(datafusion::common::ScalarValue),
+}
+
+fn projected(expr: &datafusion::logical_expr::Expr) -> Option<(Projected, Option<DataType>)> {
+    use datafusion::logical_expr::Expr;
+    match expr {
+        Expr::Alias(a) => projected(&a.expr),
+        Expr::Column(c) => Some((Projected::Column(c.name.clone()), None)),
+        Expr::Literal(v, _) => Some((Projected::Constant(v.clone()), None)),
+        Expr::Cast(c) => {
+            let (inner, None) = projected(&c.expr)? else {
+                return None;
+            };
+            Some((inner, Some(c.field.data_type().clone())))
+        }
+        _ => None,
+    }
+}
+
+/// `expr` as a constant: a literal, a parameter's value, or a cast of one (`None`: any
+/// other expression).
+fn constant(
+    expr: &datafusion::logical_expr::Expr,
+    params: Option<&datafusion::common::ParamValues>,
+) -> Option<Result<datafusion::common::ScalarValue>> {
+    use datafusion::logical_expr::Expr;
+    Some(match expr {
+        Expr::Alias(a) => return constant(&a.expr, params),
+        Expr::Literal(v, _) => Ok(v.clone()),
+        Expr::Placeholder(p) => params?.get_placeholders_with_values(&p.id).map(|v| v.value),
+        Expr::Cast(c) => match constant(&c.expr, params)? {
+            Ok(v) => v.cast_to(c.field.data_type()),
+            Err(e) => Err(e),
+        },
+        Expr::Negative(e) => match constant(e, params)? {
+            Ok(v) => v.arithmetic_negate(),
+            Err(e) => Err(e),
+        },
+        _ => return None,
+    })
+}
+
 /// `batch` with the stored schema's types (the same instants in the stored zone).
-fn stored_batch(batch: &RecordBatch, stored: &SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn stored_batch(batch: &RecordBatch, stored: &SchemaRef) -> Result<RecordBatch> {
     let columns = batch
         .columns()
         .iter()

@@ -9,5 +9,6 @@
 
 pub mod file;
 pub mod manifest;
+mod memtable;
 pub mod store;
 pub mod wal;

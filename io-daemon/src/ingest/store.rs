@@ -24,7 +24,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_row::{RowConverter, SortField};
@@ -38,6 +38,7 @@ use ringscan_ipc::msg::{CmpOp, FileVersion, Literal, Operand, Predicate};
 
 use super::file::{FsDir, LogDir};
 use super::manifest::{sync_dir, Manifest, ManifestFile, MANIFEST_FILE};
+use super::memtable::Memtable;
 use super::wal::{Committer, Lsn, Wal};
 use crate::hive::PartitionTypes;
 use crate::table::{Listing, ResolvedTable};
@@ -107,37 +108,41 @@ pub(crate) struct Table {
     schema: SchemaRef,
     /// The primary key's column indexes.
     key: Vec<usize>,
+    /// Encodes the key's columns into comparable bytes (made once: making one per
+    /// commit was a visible part of a single-row insert's cost).
+    converter: Option<RowConverter>,
     state: RwLock<TableState>,
 }
 
 #[derive(Debug)]
 struct TableState {
     manifest: Manifest,
-    /// Rows not yet in a file, with the log position of the commit that wrote them.
-    mem: Vec<(Lsn, RecordBatch)>,
-    mem_bytes: u64,
-    /// When the oldest row of `mem` arrived.
-    oldest: Option<Instant>,
+    /// Rows not yet in a file.
+    mem: Memtable,
     /// Every key of the table (files, memtable, and commits being written), with where
-    /// its row is: in the memtable (`Some`: the commit's log position, its batch, the
-    /// row), else in a file (`None`, and also a memtable place at or below the
-    /// manifest's `flushed_lsn`, which a flush moved into a file).
-    keys: HashMap<Box<[u8]>, Option<Place>>,
+    /// its row is: the memtable row's id (`Some`), else a file (`None`; also an id the
+    /// memtable no longer holds, which a flush moved into a file).
+    keys: HashMap<Box<[u8]>, Option<u64>>,
     dropped: bool,
 }
 
 /// An encoded primary key, with the (batch, row) that holds it.
 type KeyAt = (Box<[u8]>, (usize, usize));
 
-/// A row of the memtable: its commit's log position, the batch of that commit, the row.
-type Place = (Lsn, u32, u32);
-
-fn place(lsn: Lsn, (batch, row): (usize, usize)) -> Option<Place> {
-    Some((
-        lsn,
-        u32::try_from(batch).unwrap_or(u32::MAX),
-        u32::try_from(row).unwrap_or(u32::MAX),
-    ))
+/// The memtable row ids of a commit's keys, its first row having id `first`.
+fn placed(
+    first: u64,
+    batches: &[RecordBatch],
+    keys: Vec<KeyAt>,
+) -> impl Iterator<Item = (Box<[u8]>, Option<u64>)> {
+    let mut starts = Vec::with_capacity(batches.len());
+    let mut at = first;
+    for b in batches {
+        starts.push(at);
+        at += b.num_rows() as u64;
+    }
+    keys.into_iter()
+        .map(move |(key, (b, r))| (key, Some(starts[b] + r as u64)))
 }
 
 /// One statement's rows on their way through the log.
@@ -259,12 +264,11 @@ impl Ingest {
                     .conform(record.rows)
                     .map_err(|e| format!("log record {lsn} for table {}: {e}", table.name))?;
                 let keys = table.keys_of(&batches)?;
-                for (key, at) in keys {
-                    state.keys.insert(key, place(lsn, at));
-                }
                 records += 1;
                 rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-                state.add(lsn, batches);
+                let first = state.mem.next_row();
+                state.keys.extend(placed(first, &batches, keys));
+                state.mem.append(lsn, batches);
                 Ok(())
             },
             floor,
@@ -395,8 +399,6 @@ impl Ingest {
         }
         state.manifest = manifest;
         state.mem.clear();
-        state.mem_bytes = 0;
-        state.oldest = None;
         state.keys.clear();
         self.tables.version.bump();
         drop(state);
@@ -511,7 +513,7 @@ impl Ingest {
         } else {
             (Vec::new(), Vec::new())
         };
-        let rows = state.mem.iter().map(|(_, b)| b.clone()).collect();
+        let rows = state.mem.batches();
         Snapshot {
             table: ResolvedTable {
                 listing: Listing {
@@ -539,9 +541,10 @@ impl Ingest {
                 let state = lock_read(&table.state);
                 !state.mem.is_empty()
                     && (force
-                        || state.mem_bytes >= self.config.flush_bytes
+                        || state.mem.bytes() >= self.config.flush_bytes
                         || state
-                            .oldest
+                            .mem
+                            .oldest()
                             .is_some_and(|t| t.elapsed() >= self.config.flush_age))
             };
             if due {
@@ -563,23 +566,26 @@ impl Ingest {
     /// Removes the log segments whose records every table has in its files.
     fn trim_log(&self) -> Result<(), String> {
         let tables: Vec<Arc<Table>> = lock_read(&self.tables.map).values().cloned().collect();
-        let last = self.wal.rotate().map_err(|e| e.to_string())?;
+        let last = self.wal.rotate().map_err(|e| e.to_string())?; // Each table's records up to its manifest's position are in its files; a table
+                                                                  // with rows in memory needs the log from there on.
         let needed = tables
             .iter()
-            .filter_map(|t| lock_read(&t.state).mem.first().map(|(lsn, _)| *lsn))
+            .filter_map(|t| {
+                let state = lock_read(&t.state);
+                (!state.mem.is_empty()).then_some(state.manifest.flushed_lsn)
+            })
             .min();
-        let through = needed.map_or(last, |lsn| lsn.saturating_sub(1)).min(last);
+        let through = needed.unwrap_or(last).min(last);
         self.wal.remove_through(through).map_err(|e| e.to_string())
     }
 
     fn flush_table(&self, table: &Arc<Table>) -> Result<u64, String> {
-        let (batches, through) = {
+        let (batches, through, end) = {
             let state = lock_read(&table.state);
-            let Some(&(through, _)) = state.mem.last() else {
+            let Some(taken) = state.mem.to_flush() else {
                 return Ok(0);
             };
-            let batches: Vec<RecordBatch> = state.mem.iter().map(|(_, b)| b.clone()).collect();
-            (batches, through)
+            taken
         };
         let name = format!("part-{through:020}.parquet");
         let written = table.write_file(&name, &batches)?;
@@ -599,11 +605,7 @@ impl Ingest {
             return Err(e.to_string());
         }
         state.manifest = manifest;
-        state.mem.retain(|(lsn, _)| *lsn > through);
-        state.mem_bytes = state.mem.iter().map(|(_, b)| batch_bytes(b)).sum();
-        if state.mem.is_empty() {
-            state.oldest = None;
-        }
+        state.mem.drop_before(end);
         self.tables.version.bump();
         Ok(written.rows)
     }
@@ -619,10 +621,7 @@ impl Ingest {
             .values()
             .map(|t| {
                 let s = lock_read(&t.state);
-                (
-                    s.mem.iter().map(|(_, b)| b.num_rows() as u64).sum::<u64>(),
-                    s.mem_bytes,
-                )
+                (s.mem.rows(), s.mem.bytes())
             })
             .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
@@ -631,23 +630,6 @@ impl Ingest {
     pub fn wal_stats(&self) -> super::wal::WalStats {
         self.wal.stats()
     }
-}
-
-impl TableState {
-    fn add(&mut self, lsn: Lsn, batches: Vec<RecordBatch>) {
-        // Every batch, empty ones too: a key's place counts the commit's batches.
-        for batch in batches {
-            self.mem_bytes += batch_bytes(&batch);
-            self.mem.push((lsn, batch));
-        }
-        if !self.mem.is_empty() && self.oldest.is_none() {
-            self.oldest = Some(Instant::now());
-        }
-    }
-}
-
-fn batch_bytes(batch: &RecordBatch) -> u64 {
-    batch.get_array_memory_size() as u64
 }
 
 impl Table {
@@ -667,17 +649,25 @@ impl Table {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let converter = if key.is_empty() {
+            None
+        } else {
+            let fields = key
+                .iter()
+                .map(|&i| SortField::new(schema.field(i).data_type().clone()))
+                .collect();
+            Some(RowConverter::new(fields).map_err(|e| format!("table {name}: its key: {e}"))?)
+        };
         let table = Self {
             name,
             id: manifest.id,
             dir,
             schema,
             key,
+            converter,
             state: RwLock::new(TableState {
                 manifest,
-                mem: Vec::new(),
-                mem_bytes: 0,
-                oldest: None,
+                mem: Memtable::default(),
                 keys: HashMap::new(),
                 dropped: false,
             }),
@@ -751,25 +741,15 @@ impl Table {
         let key = rows.row(0);
         Some(match state.keys.get(key.as_ref()) {
             None => KeyHit::Absent,
-            Some(Some((lsn, batch, row))) if *lsn > state.manifest.flushed_lsn => {
-                let first = state.mem.partition_point(|(l, _)| l < lsn);
-                let (l, found) = state.mem.get(first + *batch as usize)?;
-                if l != lsn || *row as usize >= found.num_rows() {
-                    return None;
-                }
-                KeyHit::Memory(found.slice(*row as usize, 1))
-            }
+            Some(Some(row)) if !state.mem.flushed(*row) => KeyHit::Memory(state.mem.row(*row)?),
             Some(_) => KeyHit::Files,
         })
     }
 
-    fn key_converter(&self) -> Result<RowConverter, String> {
-        let fields = self
-            .key
-            .iter()
-            .map(|&i| SortField::new(self.schema.field(i).data_type().clone()))
-            .collect();
-        RowConverter::new(fields).map_err(|e| format!("table {}: its key: {e}", self.name))
+    fn key_converter(&self) -> Result<&RowConverter, String> {
+        self.converter
+            .as_ref()
+            .ok_or_else(|| format!("table {} has no primary key", self.name))
     }
 
     /// `batches` with exactly the table's schema: same columns in order, each cast to
@@ -993,10 +973,10 @@ impl Committer for Writer {
         }
         // Where each key's row is now (and back in the set if a truncate cleared the
         // keys after this commit's were checked).
-        for (key, at) in commit.keys {
-            state.keys.insert(key, place(lsn, at));
-        }
-        state.add(lsn, commit.batches);
+        let first = state.mem.next_row();
+        let placed = placed(first, &commit.batches, commit.keys);
+        state.keys.extend(placed);
+        state.mem.append(lsn, commit.batches);
         // Under the table's lock: a describe that stats the version sees this change
         // exactly when it sees these rows.
         self.tables.version.bump();
