@@ -36,6 +36,8 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     /// Write a deterministic synthetic Parquet dataset (ohlcv, contacts, wide).
     Generate(cmd::generate::GenerateArgs),
+    /// Write CSV, text, JSON-lines or Parquet files into a table (made by CREATE TABLE).
+    Ingest(cmd::ingest::IngestArgs),
     /// Show recorded runs (counters, wall time, rows/s) and compare two of them.
     Runs(cmd::runs::RunsArgs),
     /// Run a benchmark suite.
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Query(args) => cmd::query::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Generate(args) => cmd::generate::run(args),
+        Command::Ingest(args) => cmd::ingest::run(args),
         Command::Runs(args) => cmd::runs::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Daemon(args) => cmd::daemon::run(args),

@@ -277,3 +277,81 @@ fn a_background_daemon_leads_its_own_session() {
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
     assert_eq!(fields[3], pid.to_string(), "session of the daemon: {stat}");
 }
+
+/// `ringscan ingest`: CSV, PostgreSQL text, JSON lines and Parquet files into a table
+/// made by CREATE TABLE, each file all or nothing, read back by `ringscan query`.
+#[test]
+fn ingest_writes_files_of_four_formats_each_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let _guard = DaemonGuard(&data);
+    let ok = |args: &[&str]| {
+        let out = ringscan(args, &data);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ok(&[
+        "query",
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT NOT NULL, px DOUBLE PRECISION)",
+    ]);
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path.display().to_string()
+    };
+    let csv = file("a.csv", "id,name,px\n1,\"a,b\",1.5\n2,c,\n");
+    let tsv = file("b.tsv", "3\td\t\\N\n");
+    let jsonl = file("c.jsonl", "{\"id\": 4, \"name\": \"e\", \"px\": 2.5}\n");
+    let parquet = dir.path().join("d.parquet");
+    {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("px", DataType::Float64, true),
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Float64Array::from(vec![9.0])),
+                Arc::new(Int64Array::from(vec![5])),
+                Arc::new(arrow_array::StringArray::from(vec!["f"])),
+            ],
+        )
+        .expect("batch");
+        let mut w = ArrowWriter::try_new(File::create(&parquet).expect("create"), schema, None)
+            .expect("writer");
+        w.write(&batch).expect("write");
+        w.close().expect("close");
+    }
+    let parquet = parquet.display().to_string();
+    ok(&["ingest", "--quiet", "t", &csv, &tsv, &jsonl, &parquet]);
+    let got = ok(&[
+        "query",
+        "--format",
+        "csv",
+        "SELECT id, name, px FROM t ORDER BY id",
+    ]);
+    assert_eq!(
+        got, "id,name,px\n1,\"a,b\",1.5\n2,c,\n3,d,\n4,e,2.5\n5,f,9.0\n",
+        "{got}"
+    );
+    // A bad line names itself, and nothing of its file is written.
+    let bad = file("bad.csv", "id,name,px\n10,x,1\n11,y,notanumber\n");
+    let out = ringscan(&["ingest", "--quiet", "t", &bad], &data);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("line 3") && err.contains("\"px\""), "{err}");
+    let null = file("null.csv", "id,name,px\n12,,1\n");
+    let out = ringscan(&["ingest", "--quiet", "t", &null], &data);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("violates not-null"));
+    let dup = file("dup.csv", "id,name,px\n13,z,1\n1,again,2\n");
+    let out = ringscan(&["ingest", "--quiet", "t", &dup], &data);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("(id)=(1) already exists"));
+    let n = ok(&["query", "--format", "csv", "SELECT count(*) AS n FROM t"]);
+    assert_eq!(n, "n\n5\n", "a refused file wrote rows: {n}");
+}

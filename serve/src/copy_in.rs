@@ -41,6 +41,52 @@ pub(crate) struct CopyIn {
     rows: u64,
 }
 
+/// Rows of a CSV or text file for a table's columns, parsed as `COPY ... FROM STDIN`
+/// parses them (what `ringscan ingest` reads files with).
+#[derive(Debug)]
+pub struct FileRows(CopyIn);
+
+impl FileRows {
+    /// CSV (`csv`: quotes, an empty field is NULL) or PostgreSQL's text format (tab
+    /// separated, `\N` is NULL) with `delimiter`, its first line a header when `header`,
+    /// for `table` of columns `schema`.
+    pub fn new(
+        table: &str,
+        schema: SchemaRef,
+        csv: bool,
+        header: bool,
+        delimiter: char,
+    ) -> Result<Self, String> {
+        let format = Format {
+            query: String::new(),
+            into: None,
+            csv,
+            header,
+            delimiter,
+            null: if csv { String::new() } else { "\\N".into() },
+            quote: '"',
+            escape: '"',
+            binary: false,
+        };
+        CopyIn::new(table.to_owned(), format, schema, &[])
+            .map(Self)
+            .map_err(|(_, m)| m)
+    }
+
+    /// The file's next bytes (cut anywhere).
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.0.data(bytes).map_err(|(_, m)| m)
+    }
+
+    /// The rows, after the last bytes.
+    pub fn finish(self) -> Result<(Vec<RecordBatch>, u64), String> {
+        self.0
+            .finish()
+            .map(|(_, batches, rows)| (batches, rows))
+            .map_err(|(_, m)| m)
+    }
+}
+
 /// Why a COPY failed: SQLSTATE and message.
 pub(crate) type Failure = (&'static str, String);
 

@@ -30,7 +30,7 @@ mod binary;
 mod catalog;
 mod conn;
 mod copy;
-mod copy_in;
+pub mod copy_in;
 mod encode;
 mod handlers;
 mod metrics;

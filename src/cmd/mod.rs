@@ -7,6 +7,7 @@ pub(crate) mod common;
 pub(crate) mod daemon;
 pub(crate) mod demo;
 pub(crate) mod generate;
+pub(crate) mod ingest;
 pub(crate) mod query;
 pub(crate) mod runs;
 pub(crate) mod serve;
