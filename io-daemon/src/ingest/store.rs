@@ -24,7 +24,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_row::{RowConverter, SortField};
@@ -73,7 +73,19 @@ pub struct Ingest {
     wal: Wal<Writer>,
     flushing: Mutex<()>,
     config: IngestConfig,
+    /// Files a compaction replaced, removed once no scan can still be about to open
+    /// them (a scan's snapshot names its files before it opens them).
+    retired: Mutex<Vec<(Instant, PathBuf)>>,
 }
+
+/// Files smaller than this are compacted together...
+const COMPACT_FILE_BYTES: u64 = 64 << 20;
+/// ...once a table has this many of them.
+const COMPACT_MIN_FILES: usize = 8;
+/// A compaction reads at most this much.
+const COMPACT_MAX_BYTES: u64 = 512 << 20;
+/// How long a replaced file stays after the manifest stopped naming it.
+const RETIRE_AFTER: Duration = Duration::from_secs(60);
 
 /// What recovery found.
 #[derive(Debug, Clone, Default)]
@@ -287,6 +299,7 @@ impl Ingest {
             wal,
             flushing: Mutex::new(()),
             config,
+            retired: Mutex::new(Vec::new()),
         };
         Ok((ingest, recovered))
     }
@@ -610,9 +623,117 @@ impl Ingest {
         Ok(written.rows)
     }
 
-    /// Flushes every table (a clean stop).
+    /// Flushes every table (a clean stop), and removes the files compactions replaced.
     pub fn close(&self) -> Result<u64, String> {
-        self.flush(true)
+        let rows = self.flush(true)?;
+        self.remove_retired(Duration::ZERO);
+        Ok(rows)
+    }
+
+    /// Merges each table's small files (those under 64 MiB, once there are 8) into one,
+    /// sorted by the key; returns the files replaced. The manifest swaps them at once;
+    /// the old files are removed a minute later.
+    pub fn compact(&self) -> Result<usize, String> {
+        self.remove_retired(RETIRE_AFTER);
+        let _flush = self.flushing.lock().unwrap_or_else(PoisonError::into_inner);
+        let tables: Vec<Arc<Table>> = lock_read(&self.tables.map).values().cloned().collect();
+        let mut replaced = 0;
+        for table in &tables {
+            replaced += self.compact_table(table)?;
+        }
+        Ok(replaced)
+    }
+
+    fn compact_table(&self, table: &Arc<Table>) -> Result<usize, String> {
+        let (inputs, flushed) = {
+            let state = lock_read(&table.state);
+            let mut total = 0;
+            let small: Vec<ManifestFile> = state
+                .manifest
+                .files
+                .iter()
+                .filter(|f| f.bytes < COMPACT_FILE_BYTES)
+                .take_while(|f| {
+                    total += f.bytes;
+                    total <= COMPACT_MAX_BYTES
+                })
+                .cloned()
+                .collect();
+            (small, state.manifest.flushed_lsn)
+        };
+        if inputs.len() < COMPACT_MIN_FILES {
+            return Ok(0);
+        }
+        let mut batches = Vec::new();
+        for file in &inputs {
+            let path = table.dir.join(&file.name);
+            let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(File::open(&path).map_err(|e| err(&e))?)
+                    .map_err(|e| err(&e))?
+                    .with_batch_size(64 * 1024)
+                    .build()
+                    .map_err(|e| err(&e))?;
+            for batch in reader {
+                let batch = batch.map_err(|e| err(&e))?;
+                batches.push(table.conform(vec![batch])?.into_iter().next());
+            }
+        }
+        let batches: Vec<RecordBatch> = batches.into_iter().flatten().collect();
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!("part-{flushed:020}-c{stamp}.parquet");
+        let written = table.write_file(&name, &batches)?;
+        let mut state = lock_write(&table.state);
+        let names: HashSet<&str> = inputs.iter().map(|f| f.name.as_str()).collect();
+        let still = state
+            .manifest
+            .files
+            .iter()
+            .filter(|f| names.contains(f.name.as_str()))
+            .count();
+        if state.dropped || still != inputs.len() {
+            // Truncated or dropped meanwhile.
+            drop(state);
+            let _ = fs::remove_file(table.dir.join(&name));
+            return Ok(0);
+        }
+        let mut manifest = state.manifest.clone();
+        let at = manifest
+            .files
+            .iter()
+            .position(|f| names.contains(f.name.as_str()))
+            .unwrap_or(0);
+        manifest.files.retain(|f| !names.contains(f.name.as_str()));
+        manifest.files.insert(at.min(manifest.files.len()), written);
+        if let Err(e) = manifest.store(&table.dir) {
+            drop(state);
+            let _ = fs::remove_file(table.dir.join(&name));
+            return Err(e.to_string());
+        }
+        state.manifest = manifest;
+        self.tables.version.bump();
+        drop(state);
+        let now = Instant::now();
+        self.retired
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(inputs.iter().map(|f| (now, table.dir.join(&f.name))));
+        Ok(inputs.len())
+    }
+
+    /// Removes the replaced files retired at least `age` ago.
+    fn remove_retired(&self, age: Duration) {
+        let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        retired.retain(|(when, path)| {
+            if when.elapsed() >= age {
+                let _ = fs::remove_file(path);
+                false
+            } else {
+                true
+            }
+        });
     }
 
     /// Rows held in memtables, and their bytes.
@@ -1548,6 +1669,80 @@ mod tests {
         let err = Ingest::open_with(root.data.path(), &root.state, dir, IngestConfig::default())
             .unwrap_err();
         assert!(err.contains("segments after it were lost"), "{err}");
+    }
+
+    #[test]
+    fn small_files_are_compacted_into_one_sorted_file_and_the_old_ones_retired() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        for i in 0..COMPACT_MIN_FILES as i64 {
+            insert(&ingest, "t", &[100 - i, i]).unwrap();
+            ingest.flush(true).unwrap();
+        }
+        insert(&ingest, "t", &[500]).unwrap();
+        let before = ids(&ingest, "t");
+        assert_eq!(
+            ingest
+                .snapshot("t", false)
+                .unwrap()
+                .table
+                .listing
+                .files
+                .len(),
+            COMPACT_MIN_FILES
+        );
+        assert_eq!(ingest.compact().unwrap(), COMPACT_MIN_FILES);
+        let snapshot = ingest.snapshot("t", false).unwrap();
+        assert_eq!(snapshot.table.listing.files.len(), 1);
+        assert_eq!(ids(&ingest, "t"), before);
+        // One file, sorted by the key.
+        let path = snapshot
+            .table
+            .listing
+            .root
+            .join(&snapshot.table.listing.files[0]);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        let in_file: Vec<i64> = reader
+            .flat_map(|b| {
+                b.unwrap()
+                    .column(0)
+                    .as_primitive::<Int64Type>()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert!(in_file.windows(2).all(|w| w[0] < w[1]), "{in_file:?}");
+        // The replaced files stay until retired; nothing new to compact.
+        let dir = root.data.path().join("t");
+        let parquet = || {
+            fs::read_dir(&dir)
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".parquet")
+                })
+                .count()
+        };
+        assert_eq!(parquet(), COMPACT_MIN_FILES + 1);
+        assert_eq!(ingest.compact().unwrap(), 0);
+        assert!(insert(&ingest, "t", &[3]).unwrap_err().contains("(id)=(3)"));
+        ingest.close().unwrap();
+        // The compacted file and the memtable's flush at the stop; the retired gone.
+        assert_eq!(parquet(), 2, "retired files removed at a clean stop");
+        log.power_cut();
+        drop(ingest);
+        let (ingest, _) = open(&root, &log);
+        assert_eq!(ids(&ingest, "t"), before);
     }
 
     #[test]

@@ -601,7 +601,15 @@ fn spawn_flusher(shared: &Arc<Shared>) -> io::Result<std::thread::JoinHandle<()>
                 if stopping() {
                     break;
                 }
-                match ingest.flush(false) {
+                match ingest.flush(false).and_then(|rows| {
+                    let files = ingest.compact()?;
+                    if files > 0 {
+                        shared
+                            .log
+                            .line(&format!("compacted {files} small files into one"));
+                    }
+                    Ok(rows)
+                }) {
                     Ok(0) => {}
                     Ok(rows) => shared.log.line(&format!("flushed {rows} rows to Parquet")),
                     // Once per distinct cause: a full disk fails every second.
