@@ -134,27 +134,30 @@ struct TableState {
     /// Every key of the table (files, memtable, and commits being written), with where
     /// its row is: the memtable row's id (`Some`), else a file (`None`; also an id the
     /// memtable no longer holds, which a flush moved into a file).
-    keys: HashMap<Box<[u8]>, Option<u64>>,
+    keys: KeyMap,
+    /// The id the next prepared commit's first row gets.
+    next_id: u64,
+    /// Truncates so far.
+    truncates: u64,
     dropped: bool,
 }
 
 /// An encoded primary key, with the (batch, row) that holds it.
 type KeyAt = (Box<[u8]>, (usize, usize));
 
-/// The memtable row ids of a commit's keys, its first row having id `first`.
-fn placed(
-    first: u64,
-    batches: &[RecordBatch],
-    keys: Vec<KeyAt>,
-) -> impl Iterator<Item = (Box<[u8]>, Option<u64>)> {
+/// Every key of a table and where its row is (see `TableState::keys`). Hashed with
+/// foldhash, seeded per process: SipHash was a third of a large COPY's daemon time.
+type KeyMap = HashMap<Box<[u8]>, Option<u64>, foldhash::fast::RandomState>;
+
+/// The id of the first row of each of `batches`, the first one's being `first`.
+fn row_starts(first: u64, batches: &[RecordBatch]) -> Vec<u64> {
     let mut starts = Vec::with_capacity(batches.len());
     let mut at = first;
     for b in batches {
         starts.push(at);
         at += b.num_rows() as u64;
     }
-    keys.into_iter()
-        .map(move |(key, (b, r))| (key, Some(starts[b] + r as u64)))
+    starts
 }
 
 /// One statement's rows on their way through the log.
@@ -165,6 +168,10 @@ pub struct Commit {
     /// Their primary keys, encoded, with (batch, row) to name one in an error.
     keys: Vec<KeyAt>,
     payload: Vec<u8>,
+    /// The id its first row gets (set when its keys are checked).
+    first_id: u64,
+    /// The table's truncate count then.
+    truncates: u64,
 }
 
 /// The log's committer: keys checked in log order, rows applied after the sync.
@@ -278,8 +285,11 @@ impl Ingest {
                 let keys = table.keys_of(&batches)?;
                 records += 1;
                 rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-                let first = state.mem.next_row();
-                state.keys.extend(placed(first, &batches, keys));
+                let starts = row_starts(state.mem.next_row(), &batches);
+                state.keys.extend(
+                    keys.into_iter()
+                        .map(|(key, (b, r))| (key, Some(starts[b] + r as u64))),
+                );
                 state.mem.append(lsn, batches);
                 Ok(())
             },
@@ -413,6 +423,7 @@ impl Ingest {
         state.manifest = manifest;
         state.mem.clear();
         state.keys.clear();
+        state.truncates += 1;
         self.tables.version.bump();
         drop(state);
         for file in old_files {
@@ -452,6 +463,8 @@ impl Ingest {
             batches,
             keys,
             payload: record,
+            first_id: 0,
+            truncates: 0,
         })
     }
 
@@ -789,7 +802,9 @@ impl Table {
             state: RwLock::new(TableState {
                 manifest,
                 mem: Memtable::default(),
-                keys: HashMap::new(),
+                keys: KeyMap::default(),
+                next_id: 0,
+                truncates: 0,
                 dropped: false,
             }),
         };
@@ -1065,25 +1080,32 @@ impl Table {
 impl Committer for Writer {
     type Item = Commit;
 
-    fn prepare(&mut self, commit: &Commit) -> Result<Vec<u8>, String> {
-        let table = &commit.table;
+    fn prepare(&mut self, commit: &mut Commit) -> Result<Vec<u8>, String> {
+        let table = Arc::clone(&commit.table);
         let mut state = lock_write(&table.state);
         if state.dropped {
             return Err(format!("relation \"{}\" was dropped", table.name));
         }
-        let mut added = Vec::with_capacity(commit.keys.len());
-        for (key, at) in &commit.keys {
+        // The ids its rows will have: commits apply in the order they are prepared
+        // (or are abandoned, which hands the ids back), so the memtable gives the
+        // same ones when it appends them.
+        state.next_id = state.next_id.max(state.mem.next_row());
+        let first = state.next_id;
+        let starts = row_starts(first, &commit.batches);
+        for (i, (key, (b, r))) in commit.keys.iter().enumerate() {
             if state.keys.contains_key(key) {
-                for k in added {
+                for (k, _) in &commit.keys[..i] {
                     state.keys.remove(k);
                 }
-                return Err(table.duplicate(&commit.batches, *at));
+                return Err(table.duplicate(&commit.batches, (*b, *r)));
             }
-            // Placed when applied (its log position is not known yet).
-            state.keys.insert(key.clone(), None);
-            added.push(key);
+            state.keys.insert(key.clone(), Some(starts[*b] + *r as u64));
         }
-        Ok(commit.payload.clone())
+        let rows: u64 = commit.batches.iter().map(|b| b.num_rows() as u64).sum();
+        state.next_id = first + rows;
+        commit.first_id = first;
+        commit.truncates = state.truncates;
+        Ok(std::mem::take(&mut commit.payload))
     }
 
     fn apply(&mut self, lsn: Lsn, commit: Commit) {
@@ -1092,12 +1114,22 @@ impl Committer for Writer {
         if state.dropped {
             return;
         }
-        // Where each key's row is now (and back in the set if a truncate cleared the
-        // keys after this commit's were checked).
-        let first = state.mem.next_row();
-        let placed = placed(first, &commit.batches, commit.keys);
-        state.keys.extend(placed);
-        state.mem.append(lsn, commit.batches);
+        let Commit {
+            batches,
+            keys,
+            first_id,
+            truncates,
+            ..
+        } = commit;
+        let starts = row_starts(state.mem.next_row(), &batches);
+        let first = state.mem.append(lsn, batches);
+        debug_assert_eq!(first, first_id, "rows are appended in the order prepared");
+        if truncates != state.truncates {
+            // A truncate cleared the keys after this commit's were checked.
+            for (key, (b, r)) in keys {
+                state.keys.insert(key, Some(starts[b] + r as u64));
+            }
+        }
         // Under the table's lock: a describe that stats the version sees this change
         // exactly when it sees these rows.
         self.tables.version.bump();
@@ -1105,9 +1137,14 @@ impl Committer for Writer {
 
     fn abandon(&mut self, commit: Commit) {
         let mut state = lock_write(&commit.table.state);
-        for (key, _) in &commit.keys {
-            state.keys.remove(key);
+        if commit.truncates == state.truncates {
+            for (key, _) in &commit.keys {
+                state.keys.remove(key);
+            }
         }
+        // Its ids (and those of any commit prepared after it, abandoned with it) are
+        // handed back.
+        state.next_id = state.next_id.min(commit.first_id);
     }
 }
 

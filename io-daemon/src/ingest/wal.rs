@@ -209,8 +209,9 @@ pub trait Committer: Send + 'static {
     /// [`WalError::Refused`] with the message; nothing is written, and a refusing
     /// prepare must leave the committer's state as it found it). Sees the earlier
     /// prepared but not yet applied commits of the same group only through the state
-    /// their `prepare` set (so a duplicate key within one group is caught here).
-    fn prepare(&mut self, item: &Self::Item) -> Result<Vec<u8>, String>;
+    /// their `prepare` set (so a duplicate key within one group is caught here). May
+    /// take what it needs out of `item` (the payload, rather than a copy of it).
+    fn prepare(&mut self, item: &mut Self::Item) -> Result<Vec<u8>, String>;
 
     /// The record of `item` is durable at `lsn`: make the commit visible. In LSN
     /// order, before its caller is answered.
@@ -807,12 +808,12 @@ impl<C: Committer> Writer<C> {
     fn prepare(
         &self,
         committer: &mut C,
-        item: C::Item,
+        mut item: C::Item,
         reply: Reply<Lsn>,
         buf: &mut Vec<u8>,
         group: &mut Vec<Prepared<C::Item>>,
     ) {
-        match committer.prepare(&item) {
+        match committer.prepare(&mut item) {
             Err(message) => {
                 self.count_commit();
                 let _ = reply.send(Err(WalError::Refused(message)));
@@ -1021,7 +1022,7 @@ mod tests {
     impl Committer for Log {
         type Item = Vec<u8>;
 
-        fn prepare(&mut self, item: &Vec<u8>) -> Result<Vec<u8>, String> {
+        fn prepare(&mut self, item: &mut Vec<u8>) -> Result<Vec<u8>, String> {
             match item.first() {
                 // A zeroed allocation: its pages are never touched.
                 _ if item == HUGE => Ok(vec![0; MAX_RECORD_BYTES + 1]),
