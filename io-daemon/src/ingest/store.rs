@@ -1783,6 +1783,43 @@ mod tests {
     }
 
     #[test]
+    fn a_scan_during_flushes_sees_every_acknowledged_row_once() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        let acknowledged = AtomicU64::new(0);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for id in 0..400 {
+                    insert(&ingest, "t", &[id]).unwrap();
+                    acknowledged.store(id as u64 + 1, Ordering::Release);
+                }
+                done.store(true, Ordering::Release);
+            });
+            s.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    ingest.flush(true).unwrap();
+                }
+            });
+            while !done.load(Ordering::Acquire) {
+                let before = acknowledged.load(Ordering::Acquire) as i64;
+                let seen = ids(&ingest, "t");
+                let mut unique = seen.clone();
+                unique.dedup();
+                assert_eq!(unique.len(), seen.len(), "a row twice: {seen:?}");
+                // A prefix of the ids, holding at least every one acknowledged before.
+                assert!(seen.iter().copied().eq(0..seen.len() as i64), "{seen:?}");
+                assert!(seen.len() as i64 >= before, "{} < {before}", seen.len());
+            }
+        });
+        assert_eq!(ids(&ingest, "t").len(), 400);
+    }
+
+    #[test]
     fn a_flush_that_died_before_its_manifest_leaves_no_trace() {
         let root = root();
         let log = Arc::new(PowerCutDir::new());
