@@ -181,7 +181,12 @@ fn insert(shared: &Shared, table: &str, payload: &[u8]) -> Result<(u64, u64), St
     let ingest = ingest(shared)?;
     let (_, batches) = ringscan_ipc::msg::read_ipc_stream(payload)
         .map_err(|e| format!("insert into {table}: the rows do not decode: {e}"))?;
-    let commit = ingest.prepare(table, batches, payload)?;
+    // Checking the rows against the table runs arrow's casts on what a client sent: a
+    // panic there refuses this insert (nothing of it is written) and nothing else.
+    let commit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ingest.prepare(table, batches, payload)
+    }))
+    .map_err(|_| format!("internal error: checking the rows for {table} panicked"))??;
     ingest.commit(commit)
 }
 
