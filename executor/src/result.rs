@@ -94,6 +94,28 @@ pub struct QueryOutcome {
     pub command: Option<String>,
 }
 
+impl QueryOutcome {
+    /// The outcome of a statement that wrote (`CREATE TABLE`, an `INSERT` made without
+    /// DataFusion): its command tag, no rows.
+    pub(crate) fn command(tag: String, total_us: u64) -> Self {
+        Self {
+            result: Arc::new(QueryResult {
+                schema: Arc::new(arrow_schema::Schema::empty()),
+                batches: Vec::new(),
+                rows: 0,
+            }),
+            explain: None,
+            scan: None,
+            plan_hit: false,
+            generic_plan: false,
+            result_hit: false,
+            from_statistics: false,
+            total_us,
+            command: Some(tag),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

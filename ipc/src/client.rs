@@ -251,23 +251,6 @@ impl DaemonClient {
         }
     }
 
-    /// Sends a write ([`ClientMessage::CreateTable`], [`ClientMessage::DropTable`],
-    /// [`ClientMessage::Truncate`], [`ClientMessage::Flush`], or
-    /// [`ClientMessage::Insert`] with `payload`, its Arrow IPC stream) and waits up to
-    /// `timeout` for the daemon to say it is durable; returns the rows written.
-    ///
-    /// On a connection of its own, and never sent twice: unlike a read, a write whose
-    /// answer was lost may have been applied, so a closed connection is an error here
-    /// ("…whether it was applied is unknown"), not a reason to try again.
-    pub fn write(
-        &self,
-        message: &ClientMessage,
-        payload: &[u8],
-        timeout: Duration,
-    ) -> Result<u64, ClientError> {
-        write_request(&self.path, message, payload, timeout)
-    }
-
     /// Starts a scan and attaches to its ring: on the connection and ring of this
     /// client's last scan when that one ended well and none of its batches is alive
     /// any more (the daemon writes the new stream into the same ring, whose pages both
@@ -584,7 +567,14 @@ pub fn ensure_daemon(
 /// How long [`ensure_daemon`] waits for a daemon it started before it starts another.
 const RESPAWN_AFTER: Duration = Duration::from_millis(700);
 
-/// [`DaemonClient::write`] to the daemon listening at `socket_path`.
+/// Sends a write ([`ClientMessage::CreateTable`], [`ClientMessage::DropTable`],
+/// [`ClientMessage::Truncate`], [`ClientMessage::Flush`], or [`ClientMessage::Insert`]
+/// with `payload`, its Arrow IPC stream) to the daemon listening at `socket_path`, and
+/// waits up to `timeout` for it to say it is durable; returns the rows written.
+///
+/// On a connection of its own, and never sent twice: unlike a read, a write whose
+/// answer was lost may have been applied, so a closed connection is an error here
+/// ("…whether it was applied is unknown"), not a reason to try again.
 pub fn write_request(
     socket_path: &Path,
     message: &ClientMessage,

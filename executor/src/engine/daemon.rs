@@ -182,6 +182,24 @@ impl Daemon {
             })
     }
 
+    /// Writes `batches` into table `name` as one statement (one Arrow IPC stream, all
+    /// durable or none); the rows written.
+    pub(crate) fn insert(
+        &self,
+        name: &str,
+        batches: &[arrow_array::RecordBatch],
+    ) -> datafusion::common::Result<u64> {
+        let Some(first) = batches.first() else {
+            return Ok(0);
+        };
+        let payload = ringscan_ipc::msg::encode_ipc_stream(first.schema_ref(), batches)?;
+        let message = ringscan_ipc::msg::ClientMessage::Insert {
+            table: name.to_owned(),
+            bytes: payload.len() as u64,
+        };
+        self.write(&message, &payload)
+    }
+
     /// Starts a scan on a connection and ring of its own.
     pub(crate) fn scan(&self, request: &ScanRequest) -> Result<ScanStream, ClientError> {
         self.client().scan(request)

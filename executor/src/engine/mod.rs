@@ -789,21 +789,10 @@ impl SqlSession {
                         self.plans.remove(&sql.to_owned());
                         EngineError::from(e)
                     })?;
-                return Ok(QueryOutcome {
-                    result: Arc::new(QueryResult {
-                        schema: Arc::new(arrow_schema::Schema::empty()),
-                        batches: Vec::new(),
-                        rows: 0,
-                    }),
-                    explain: None,
-                    scan: None,
-                    plan_hit,
-                    generic_plan: bound.key_values.is_some(),
-                    result_hit: false,
-                    from_statistics: false,
-                    total_us: micros(start),
-                    command: Some(format!("INSERT 0 {inserted}")),
-                });
+                let mut outcome =
+                    QueryOutcome::command(format!("INSERT 0 {inserted}"), micros(start));
+                outcome.plan_hit = plan_hit;
+                return Ok(outcome);
             }
         }
         let cached = Arc::clone(&bound.plan);
@@ -988,48 +977,16 @@ impl SqlSession {
                     .batches
                     .iter()
                     .filter(|b| b.num_rows() > 0)
-                    .map(|b| {
-                        let columns = b
-                            .columns()
-                            .iter()
-                            .zip(schema.fields())
-                            .map(|(c, f)| arrow_cast::cast(c, f.data_type()))
-                            .collect::<Result<Vec<_>, _>>()?;
-                        RecordBatch::try_new(Arc::clone(&schema), columns)
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(DataFusionError::from)?;
-                let mut inserted = 0;
-                if !batches.is_empty() {
-                    let payload = ringscan_ipc::msg::encode_ipc_stream(&schema, &batches)
-                        .map_err(DataFusionError::from)?;
-                    let message = ringscan_ipc::msg::ClientMessage::Insert {
-                        table: name.clone(),
-                        bytes: payload.len() as u64,
-                    };
-                    inserted = self.daemon.write(&message, &payload)?;
-                }
+                    .map(|b| write::stored_batch(b, &schema))
+                    .collect::<datafusion::common::Result<Vec<_>>>()?;
+                let inserted = self.daemon.insert(name, &batches)?;
                 tag = format!("SELECT {inserted}");
             }
             other => write::run(&self.daemon, other)?,
         }
         // Names may mean other tables now.
         self.plans.clear();
-        Ok(Some(QueryOutcome {
-            result: Arc::new(QueryResult {
-                schema: Arc::new(arrow_schema::Schema::empty()),
-                batches: Vec::new(),
-                rows: 0,
-            }),
-            explain: None,
-            scan: None,
-            plan_hit: false,
-            generic_plan: false,
-            result_hit: false,
-            from_statistics: false,
-            total_us: micros(start),
-            command: Some(tag),
-        }))
+        Ok(Some(QueryOutcome::command(tag, micros(start))))
     }
 
     /// Writes the rows of an `INSERT ... VALUES` made without DataFusion
@@ -1057,13 +1014,7 @@ impl SqlSession {
             );
         };
         let batch = write::stored_batch(batch, &entry.schema)?;
-        let payload =
-            ringscan_ipc::msg::encode_ipc_stream(batch.schema_ref(), std::slice::from_ref(&batch))?;
-        let message = ringscan_ipc::msg::ClientMessage::Insert {
-            table: name.clone(),
-            bytes: payload.len() as u64,
-        };
-        self.daemon.write(&message, &payload)
+        self.daemon.insert(name, std::slice::from_ref(&batch))
     }
 
     /// The columns of table `name` as stored (what rows written into it must have).
@@ -1081,16 +1032,7 @@ impl SqlSession {
     /// Writes `batches` (columns as [`Self::table_schema`] gives them) into table
     /// `name` as one statement: all durable, or none. The rows written.
     pub fn insert(&mut self, name: &str, batches: &[RecordBatch]) -> Result<u64, EngineError> {
-        let Some(first) = batches.first() else {
-            return Ok(0);
-        };
-        let payload = ringscan_ipc::msg::encode_ipc_stream(first.schema_ref(), batches)
-            .map_err(DataFusionError::from)?;
-        let message = ringscan_ipc::msg::ClientMessage::Insert {
-            table: name.to_owned(),
-            bytes: payload.len() as u64,
-        };
-        Ok(self.daemon.write(&message, &payload)?)
+        Ok(self.daemon.insert(name, batches)?)
     }
 
     /// Drops `sql`'s plan from the plan cache: for a query whose tables the cache

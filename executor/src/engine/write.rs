@@ -409,15 +409,7 @@ impl DataSink for DaemonSink {
                 batches.push(stored_batch(&batch, &self.stored)?);
             }
         }
-        if batches.is_empty() {
-            return Ok(0);
-        }
-        let payload = ringscan_ipc::msg::encode_ipc_stream(&self.stored, &batches)?;
-        let message = ClientMessage::Insert {
-            table: self.table.clone(),
-            bytes: payload.len() as u64,
-        };
-        Ok(self.daemon.write(&message, &payload)?)
+        self.daemon.insert(&self.table, &batches)
     }
 }
 
@@ -479,7 +471,7 @@ pub(crate) fn values_rows(
         rows.push(out);
     }
     let mut columns = Vec::with_capacity(target.fields().len());
-    for (i, field) in target.fields().iter().enumerate() {
+    for i in 0..target.fields().len() {
         // What the projection makes of the VALUES columns for this table column.
         let expr = match projection {
             Some(exprs) => exprs.get(i)?,
@@ -504,7 +496,6 @@ pub(crate) fn values_rows(
             },
             None => column,
         };
-        let _ = field;
         columns.push(column);
     }
     let arrays = columns

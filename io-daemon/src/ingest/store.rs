@@ -319,11 +319,6 @@ impl Ingest {
         lock_read(&self.tables.map).get(name).cloned()
     }
 
-    /// Whether `name` is a written table.
-    pub fn has_table(&self, name: &str) -> bool {
-        lock_read(&self.tables.map).contains_key(name)
-    }
-
     /// Creates table `name`; `Ok(false)` when it exists and `if_not_exists`.
     pub fn create_table(
         &self,
