@@ -1,6 +1,10 @@
 //! `ringscan-io-daemon`: the IO daemon that turns a scan request into pruned, decoded,
 //! filtered Arrow batches in a shared-memory ring.
 //!
+//! - [`storage`] is where bytes come from: one [`ByteRangeSource`](storage::ByteRangeSource)
+//!   interface over local files (positional reads or memory maps) and objects in
+//!   S3-compatible storage (`s3://bucket/prefix` roots: listing, ranged GETs coalesced and
+//!   fetched concurrently, retries, versions by ETag);
 //! - [`table`] resolves a table name or file globs to files, a schema (with its hive
 //!   partition columns typed as DuckDB types them, [`hive`]) and a data version;
 //! - [`prune`] proves from metadata that files, row groups and pages hold no row
@@ -27,7 +31,7 @@
 //! ([`row_groups`](prune::FilePruner::row_groups), then
 //! [`bloom_filters`](prune::FilePruner::bloom_filters)) and, per row group, a
 //! `RowSelection` from the page index ([`pages`](prune::FilePruner::pages)).
-// Unsafe code only in `scan::mmap_guard` (memory maps and the SIGBUS handler).
+// Unsafe code only in `storage::mmap_guard` (memory maps and the SIGBUS handler).
 #![deny(unsafe_code)]
 
 pub mod error;
@@ -38,6 +42,7 @@ pub mod prune;
 pub mod scan;
 pub mod server;
 pub mod source_stats;
+pub mod storage;
 pub mod table;
 
 pub use error::PruneError;

@@ -329,11 +329,15 @@ pub fn resolved_statistics(
     let (mut rows, mut groups) = (0u64, 0u64);
     for rel in &resolved.listing.files {
         let path = resolved.listing.root.join(rel);
-        let file = File::open(&path).map_err(|source| ScanError::Io {
-            file: path.clone(),
-            source,
-        })?;
-        let meta = cache.get_or_load(&path, &file)?;
+        let meta = if crate::storage::is_object_url(&path) {
+            crate::scan::open_object(&path, cache)?.1
+        } else {
+            let file = File::open(&path).map_err(|source| ScanError::Io {
+                file: path.clone(),
+                source,
+            })?;
+            cache.get_or_load(&path, &file)?
+        };
         let arrow_meta = ArrowReaderMetadata::try_new(meta.clone(), ArrowReaderOptions::new())
             .map_err(|source| ScanError::Corrupt {
                 file: path.clone(),

@@ -25,6 +25,9 @@ use ringscan_ipc::msg::{FileVersion, ScanSource};
 use crate::hive::PartitionTypes;
 use crate::prune::PartitionValues;
 use crate::scan::{MetadataCache, ScanError};
+use crate::storage::is_object_url;
+
+mod object_listing;
 
 /// Most files one source may resolve to.
 pub const MAX_FILES: usize = 1_000_000;
@@ -144,8 +147,12 @@ pub struct ResolvedTable {
     pub partition_types: PartitionTypes,
 }
 
-/// Lists `source`'s files under `data_dir`.
+/// Lists `source`'s files under `data_dir` (a local directory, or an object-storage
+/// prefix `s3://bucket/prefix`: then `root` and the files are URLs below it).
 pub fn list(data_dir: &Path, source: &ScanSource) -> Result<Listing, TableError> {
+    if is_object_url(data_dir) {
+        return object_listing::list(data_dir, source);
+    }
     let data_dir = canonical(data_dir)?;
     match source {
         ScanSource::Table { name } => list_table(&data_dir, name),
@@ -215,7 +222,9 @@ impl ResolveCache {
         let began = SystemTime::now();
         let table = resolve(data_dir, source, cache)?;
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        if listing_settled(&table.listing, began) {
+        // An object-storage listing has no directory versions to check it by: it is
+        // listed again for every request.
+        if listing_settled(&table.listing, began) && !is_object_url(data_dir) {
             let bytes = table
                 .listing
                 .file_versions
@@ -604,6 +613,11 @@ fn with_encryption_check(error: ScanError) -> TableError {
 
 /// The Arrow schema of one file, as the scan's reader maps it.
 fn file_schema(path: &Path, cache: &MetadataCache) -> Result<SchemaRef, TableError> {
+    if is_object_url(path) {
+        let (_, meta) = crate::scan::open_object(path, cache)?;
+        let derived = cache.derived(&meta, path)?;
+        return Ok(Arc::clone(derived.arrow.schema()));
+    }
     let file = File::open(path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => TableError::Scan(ScanError::Missing {
             file: path.to_path_buf(),

@@ -19,8 +19,13 @@ use ringscan_ipc::scan_data::FileVersion;
 use super::columns::ColumnCache;
 use super::derived::Derived;
 use super::page_index::{self, IndexKey, IndexLoad, LoadedIndex, SparsePageIndex};
+use bytes::{Buf, Bytes};
+use parquet::file::reader::{ChunkReader, Length};
+
 use super::source::ByteRangeSource;
 use super::{guard_panic, ScanError};
+use crate::storage::object::FOOTER_HINT_BYTES;
+use crate::storage::{ObjectSource, ObjectVersion};
 
 /// Counters and occupancy of a [`MetadataCache`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,10 +49,29 @@ pub struct CacheStats {
     pub page_indexes: usize,
 }
 
+/// Which bytes a cached footer was parsed from.
+#[derive(Debug, Clone)]
+enum Version {
+    /// A local file's size, mtime, device, inode and ctime.
+    File(FileVersion),
+    /// An object's size and ETag (or last-modified time).
+    Object(ObjectVersion),
+}
+
+impl Version {
+    fn same_contents(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::File(a), Self::File(b)) => a.same_contents(b),
+            (Self::Object(a), Self::Object(b)) => a.same_contents(b),
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
-    /// The file's size, mtime, device, inode and ctime when it was parsed.
-    version: FileVersion,
+    /// The version of the file or object it was parsed from.
+    version: Version,
     /// The footer, parsed without any page index.
     meta: Arc<ParquetMetaData>,
     /// Page indexes of this file version, loaded on demand.
@@ -195,21 +219,8 @@ impl MetadataCache {
             source,
         };
         let stat = file.metadata().map_err(io)?;
-        let version = FileVersion::from_metadata(PathBuf::new(), &stat);
-        {
-            let mut inner = self.lock();
-            let key = path.to_path_buf();
-            let current = (inner.files.peek(&key))
-                .filter(|e| e.version.same_contents(&version))
-                .map(|e| Arc::clone(&e.meta));
-            if let Some(meta) = current {
-                inner.files.touch(&key);
-                inner.stats.hits += 1;
-                return Ok(meta);
-            }
-            inner.stats.misses += 1;
-        }
-        let meta = guard_panic(path, || {
+        let version = Version::File(FileVersion::from_metadata(PathBuf::new(), &stat));
+        self.load(path, version, || {
             let corrupt = |source| ScanError::Corrupt {
                 file: path.to_path_buf(),
                 source,
@@ -223,7 +234,62 @@ impl MetadataCache {
                 // all that is wrong (see `thrift_walk`).
                 Err(refused) => repaired_footer(file).ok_or(refused).map_err(corrupt),
             }
-        })?;
+        })
+    }
+
+    /// The footer of the object `source` (at `path`, its URL), parsed or from the
+    /// cache (keyed by URL, valid for the object's size and ETag), without page
+    /// indexes. A miss costs one ranged GET of the object's last
+    /// [`FOOTER_HINT_BYTES`], and a second only for a larger footer.
+    pub(crate) fn get_or_load_object(
+        &self,
+        path: &Path,
+        source: &Arc<ObjectSource>,
+    ) -> Result<Arc<ParquetMetaData>, ScanError> {
+        let version = Version::Object(source.version().clone());
+        self.load(path, version, || {
+            let tail =
+                FooterTail::fetch(Arc::clone(source) as _).map_err(|source| ScanError::Io {
+                    file: path.to_path_buf(),
+                    source,
+                })?;
+            if tail.bytes.ends_with(b"PARE") {
+                return Err(ScanError::Unsupported {
+                    file: path.to_path_buf(),
+                    reason: "encrypted Parquet is not supported".to_owned(),
+                });
+            }
+            ParquetMetaDataReader::new()
+                .with_page_index_policy(PageIndexPolicy::Skip)
+                .parse_and_finish(&tail)
+                .map_err(|source| ScanError::Corrupt {
+                    file: path.to_path_buf(),
+                    source,
+                })
+        })
+    }
+
+    /// The cached footer of `path` at `version`, else `parse`d and cached.
+    fn load(
+        &self,
+        path: &Path,
+        version: Version,
+        parse: impl FnOnce() -> Result<ParquetMetaData, ScanError>,
+    ) -> Result<Arc<ParquetMetaData>, ScanError> {
+        {
+            let mut inner = self.lock();
+            let key = path.to_path_buf();
+            let current = (inner.files.peek(&key))
+                .filter(|e| e.version.same_contents(&version))
+                .map(|e| Arc::clone(&e.meta));
+            if let Some(meta) = current {
+                inner.files.touch(&key);
+                inner.stats.hits += 1;
+                return Ok(meta);
+            }
+            inner.stats.misses += 1;
+        }
+        let meta = guard_panic(path, parse)?;
         let meta = Arc::new(with_true_row_count(meta));
         self.insert(path, version, &meta);
         Ok(meta)
@@ -370,7 +436,7 @@ impl MetadataCache {
         Ok(built)
     }
 
-    fn insert(&self, path: &Path, version: FileVersion, meta: &Arc<ParquetMetaData>) {
+    fn insert(&self, path: &Path, version: Version, meta: &Arc<ParquetMetaData>) {
         let bytes = meta.memory_size();
         let entry = Entry {
             version,
@@ -382,6 +448,66 @@ impl MetadataCache {
         };
         // Replaces an older version; a footer larger than the budget is not kept.
         self.lock().files.insert(path.to_path_buf(), entry, bytes);
+    }
+}
+
+/// The last [`FOOTER_HINT_BYTES`] of a file, read at once, for the footer parser: most
+/// footers lie inside, so that one request reads the length, the magic and the
+/// metadata; a read outside goes to the source.
+struct FooterTail {
+    source: Arc<dyn ByteRangeSource>,
+    /// Where `bytes` start in the file.
+    start: u64,
+    bytes: Bytes,
+}
+
+impl FooterTail {
+    fn fetch(source: Arc<dyn ByteRangeSource>) -> std::io::Result<Self> {
+        let len = source.len();
+        let start = len.saturating_sub(FOOTER_HINT_BYTES);
+        let bytes = source.read_range(start..len)?;
+        Ok(Self {
+            source,
+            start,
+            bytes,
+        })
+    }
+}
+
+impl Length for FooterTail {
+    fn len(&self) -> u64 {
+        self.source.len()
+    }
+}
+
+impl ChunkReader for FooterTail {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> Result<Self::T, ParquetError> {
+        let len = self.source.len();
+        Ok(self
+            .get_bytes(
+                start,
+                usize::try_from(len.saturating_sub(start)).unwrap_or(0),
+            )?
+            .reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> Result<Bytes, ParquetError> {
+        let end = u64::try_from(length)
+            .ok()
+            .and_then(|l| start.checked_add(l))
+            .ok_or_else(|| ParquetError::General("byte range overflows".into()))?;
+        if start >= self.start {
+            let from = usize::try_from(start - self.start).unwrap_or(usize::MAX);
+            let to = from.saturating_add(length);
+            if to <= self.bytes.len() {
+                return Ok(self.bytes.slice(from..to));
+            }
+        }
+        self.source
+            .read_range(start..end)
+            .map_err(|e| ParquetError::External(Box::new(e)))
     }
 }
 

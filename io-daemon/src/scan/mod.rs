@@ -34,11 +34,6 @@ mod dynamic;
 mod error;
 mod file;
 mod filter;
-#[allow(
-    unsafe_code,
-    reason = "memory maps and the SIGBUS handler that guards them"
-)]
-mod mmap_guard;
 mod page_header;
 mod page_index;
 mod plan;
@@ -65,6 +60,7 @@ pub use source::{ByteRangeSource, IoMode, LocalFile, MappedFile};
 
 use crate::hive::PartitionTypes;
 use crate::prune::{FilePruner, Verdict};
+pub(crate) use plan::open_object;
 use plan::RgTask;
 use task::{Exec, TaskOutput};
 

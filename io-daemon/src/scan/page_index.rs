@@ -308,23 +308,21 @@ pub(crate) fn load(
         to_read.iter().map(|(_, r)| r.clone()).collect(),
         source.coalesce_gap(),
     );
-    let mut buffers: Vec<(u64, Bytes)> = Vec::with_capacity(merged.len());
-    for r in merged {
-        let start = Instant::now();
-        let bytes = source.read_range(r.clone()).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
-                file: path.to_path_buf(),
-                reason: e.to_string(),
-            },
-            _ => ScanError::Io {
-                file: path.to_path_buf(),
-                source: e,
-            },
-        })?;
-        load.bytes_read += bytes.len() as u64;
-        load.io_us += u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        buffers.push((r.start, bytes));
-    }
+    // All at once: an object store sends the requests concurrently.
+    let start = Instant::now();
+    let parts = source.read_ranges(&merged).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
+            file: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+        _ => ScanError::Io {
+            file: path.to_path_buf(),
+            source: e,
+        },
+    })?;
+    load.bytes_read += parts.iter().map(|b| b.len() as u64).sum::<u64>();
+    load.io_us += u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let buffers: Vec<(u64, Bytes)> = merged.iter().map(|r| r.start).zip(parts).collect();
 
     for (key, r) in to_read {
         let (_, _, kind) = key;

@@ -20,6 +20,7 @@ use super::source::{ByteRangeSource, IoMode, IoStats, LocalFile, MappedFile, Pre
 use super::{guard_panic, micros, MetadataCache, ScanError, ScanSpec};
 use crate::hive::PartitionTypes;
 use crate::prune::{FilePruner, PartitionValues, Verdict};
+use crate::storage::{is_object_url, object_root, ObjectSource, StorageError};
 
 /// What every row-group task of one file shares.
 #[derive(Debug)]
@@ -133,25 +134,11 @@ fn plan_inner(
         }
     }
 
-    let local = LocalFile::open(path).map_err(|source| match source.kind() {
-        ErrorKind::NotFound => ScanError::Missing {
-            file: path.to_path_buf(),
-        },
-        _ => ScanError::Io {
-            file: path.to_path_buf(),
-            source,
-        },
-    })?;
-    check_not_encrypted(path, &local)?;
-    let footer = cache.get_or_load(path, local.file())?;
-    let source: Arc<dyn ByteRangeSource> = match spec.io {
-        IoMode::Pread => Arc::new(local),
-        // A file that cannot be mapped (too many mapped at once, say) is read with
-        // positional reads: slower perhaps, never wrong.
-        IoMode::Mmap => match MappedFile::from_local(path, &local) {
-            Ok(mapped) => Arc::new(mapped),
-            Err(_) => Arc::new(local),
-        },
+    let (source, footer) = if is_object_url(path) {
+        let (object, footer) = open_object(path, cache)?;
+        (object as Arc<dyn ByteRangeSource>, footer)
+    } else {
+        open_local(path, spec.io, cache)?
     };
     let corrupt = |source| ScanError::Corrupt {
         file: path.to_path_buf(),
@@ -486,6 +473,54 @@ fn push_unique<T: PartialEq>(v: &mut Vec<T>, x: T) {
     if !v.contains(&x) {
         v.push(x);
     }
+}
+
+/// The local file at `path`, read as `io` says, and its footer.
+fn open_local(
+    path: &Path,
+    io: IoMode,
+    cache: &MetadataCache,
+) -> Result<(Arc<dyn ByteRangeSource>, Arc<ParquetMetaData>), ScanError> {
+    let local = LocalFile::open(path).map_err(|source| match source.kind() {
+        ErrorKind::NotFound => ScanError::Missing {
+            file: path.to_path_buf(),
+        },
+        _ => ScanError::Io {
+            file: path.to_path_buf(),
+            source,
+        },
+    })?;
+    check_not_encrypted(path, &local)?;
+    let footer = cache.get_or_load(path, local.file())?;
+    let source: Arc<dyn ByteRangeSource> = match io {
+        IoMode::Pread => Arc::new(local),
+        // A file that cannot be mapped (too many mapped at once, say) is read with
+        // positional reads: slower perhaps, never wrong.
+        IoMode::Mmap => match MappedFile::from_local(path, &local) {
+            Ok(mapped) => Arc::new(mapped),
+            Err(_) => Arc::new(local),
+        },
+    };
+    Ok((source, footer))
+}
+
+/// The object at `path` (an `s3://` URL) at its listed version, and its footer.
+pub(crate) fn open_object(
+    path: &Path,
+    cache: &MetadataCache,
+) -> Result<(Arc<ObjectSource>, Arc<ParquetMetaData>), ScanError> {
+    let io = |e: StorageError| ScanError::Io {
+        file: path.to_path_buf(),
+        source: e.into_io(),
+    };
+    let url = path.to_str().unwrap_or_default();
+    let object = Arc::new(
+        object_root(url)
+            .and_then(|root| root.open(url))
+            .map_err(io)?,
+    );
+    let footer = cache.get_or_load_object(path, &object)?;
+    Ok((object, footer))
 }
 
 /// Encrypted footers end with `PARE`: refuse them by name rather than as "corrupt".

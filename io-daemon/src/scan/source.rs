@@ -1,21 +1,9 @@
-//! Byte-range IO behind a trait, so that object storage (ranged GETs) is a new
-//! implementation of [`ByteRangeSource`] rather than a rewrite of the scan.
-//!
-//! Two local implementations, chosen by [`IoMode`]:
-//! - [`LocalFile`] uses positional reads (`pread`) of exactly the ranges a scan needs: a
-//!   file truncated by another process while a scan runs gives a short read, reported as
-//!   [`std::io::ErrorKind::UnexpectedEof`].
-//! - [`MappedFile`] maps the file and hands out zero-copy slices of the mapping. A
-//!   truncated file would turn a mapped read into SIGBUS, which would kill the daemon;
-//!   the `mmap_guard` handler turns it into zeros and a *poisoned* mapping instead, which
-//!   [`ByteRangeSource::verify_intact`] reports, and the scan checks it after decoding
-//!   each row group, before handing its batches on.
+//! The scan's side of byte-range IO: the ranges a row group needs, read through a
+//! [`ByteRangeSource`] (local file or object, see [`crate::storage`]) and served to the
+//! parquet decoder from memory ([`Prefetched`]).
 
-use std::fs::File;
 use std::io;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,262 +12,10 @@ use bytes::{Buf, Bytes};
 use parquet::errors::ParquetError;
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::mmap_guard::Mapping;
+pub(crate) use crate::storage::coalesce;
+pub use crate::storage::{ByteRangeSource, IoMode, LocalFile, MappedFile};
+
 use super::page_header::PageHeaders;
-
-/// Random access to the bytes of one file.
-pub trait ByteRangeSource: Send + Sync + std::fmt::Debug {
-    /// The file's length in bytes (as seen when it was opened).
-    fn len(&self) -> u64;
-
-    /// Whether the file is empty.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The bytes of `range`, all of them: a range past the end is an error (never a short
-    /// answer, never an allocation larger than the file).
-    fn read_range(&self, range: Range<u64>) -> io::Result<Bytes>;
-
-    /// Ranges closer than this are read as one (the gap read and dropped): fewer system
-    /// calls or requests for a few wasted bytes. Local positional reads are cheap, so
-    /// the default merges only touching ranges; an object store would say about 1 MiB.
-    fn coalesce_gap(&self) -> u64 {
-        0
-    }
-
-    /// Whether every byte handed out so far was the file's: an error when the file was
-    /// truncated while being read and a read may have returned zeros (a mapped source;
-    /// a positional read reports a short read itself). Callers check it after decoding
-    /// and before trusting what they decoded.
-    fn verify_intact(&self) -> io::Result<()> {
-        Ok(())
-    }
-
-    /// A cheap (no system call) part of [`verify_intact`](Self::verify_intact): whether a
-    /// read is already known to have returned bytes that are not the file's.
-    fn poisoned(&self) -> bool {
-        false
-    }
-}
-
-/// How local files are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IoMode {
-    /// Positional reads into fresh buffers ([`LocalFile`]).
-    ///
-    /// The default, by measurement: on the 10-million-row `ohlcv` full scan (`cargo
-    /// bench -p ringscan-io-daemon --bench scan -- full_10m`, one 70 MB file, on a
-    /// shared 2-core machine) memory maps were not faster. Medians, pread vs mmap: 1
-    /// thread 816 vs 1028 ms, 2 threads 846 vs 1076 ms (one run); 1145 vs 1126 ms and
-    /// 1105 vs 640 ms (another, under heavier load). Since batches stream from the
-    /// workers (quieter run, criterion medians): 1 thread 388 vs 369 ms, 2 threads 282
-    /// vs 307 ms, against 382 ms for parquet's plain reader. No consistent winner, so
-    /// this (simpler, no signal handler) path stays the default.
-    #[default]
-    Pread,
-    /// Zero-copy slices of a memory map ([`MappedFile`]), safe under truncation.
-    Mmap,
-}
-
-impl IoMode {
-    /// The mode's name, as `--io` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Pread => "pread",
-            Self::Mmap => "mmap",
-        }
-    }
-}
-
-impl std::fmt::Display for IoMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for IoMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "pread" => Ok(Self::Pread),
-            "mmap" => Ok(Self::Mmap),
-            other => Err(format!("unknown IO mode {other:?} (pread or mmap)")),
-        }
-    }
-}
-
-/// A local file read with positional reads (see the module documentation for why not
-/// `mmap`).
-#[derive(Debug)]
-pub struct LocalFile {
-    file: File,
-    len: u64,
-}
-
-impl LocalFile {
-    /// Open `path`.
-    pub fn open(path: &Path) -> io::Result<Self> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
-        Ok(Self { file, len })
-    }
-
-    /// The open file (for footer parsing).
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-}
-
-impl ByteRangeSource for LocalFile {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read_range(&self, range: Range<u64>) -> io::Result<Bytes> {
-        if range.start > range.end || range.end > self.len {
-            return Err(out_of_range(&range, self.len));
-        }
-        let n = usize::try_from(range.end - range.start)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "byte range too large"))?;
-        let mut buf = vec![0u8; n];
-        self.file
-            .read_exact_at(&mut buf, range.start)
-            .map_err(|e| match e.kind() {
-                io::ErrorKind::UnexpectedEof => io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "file shorter than when the scan opened it ({} bytes): truncated or \
-                         rewritten during the scan",
-                        self.len
-                    ),
-                ),
-                _ => e,
-            })?;
-        Ok(Bytes::from(buf))
-    }
-}
-
-fn out_of_range(range: &Range<u64>, len: u64) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!(
-            "byte range {}..{} lies outside the file ({} bytes)",
-            range.start, range.end, len
-        ),
-    )
-}
-
-/// A local file read through a memory map: [`read_range`](ByteRangeSource::read_range)
-/// returns slices of the mapping without copying. Safe when the file is truncated while
-/// mapped: reads past the new end return zeros instead of killing the process, and
-/// [`verify_intact`](ByteRangeSource::verify_intact) then reports the truncation (see
-/// the module documentation).
-#[derive(Debug)]
-pub struct MappedFile {
-    path: PathBuf,
-    file: File,
-    len: u64,
-    mapping: Option<Arc<Mapping>>,
-    /// The whole mapping as one `Bytes` (empty for an empty file); reads slice it.
-    whole: Bytes,
-}
-
-/// The mapping as a `Bytes` owner.
-#[derive(Debug)]
-struct Shared(Arc<Mapping>);
-
-impl AsRef<[u8]> for Shared {
-    fn as_ref(&self) -> &[u8] {
-        (*self.0).as_ref()
-    }
-}
-
-impl MappedFile {
-    /// Open and map `path`.
-    pub fn open(path: &Path) -> io::Result<Self> {
-        Self::from_local(path, &LocalFile::open(path)?)
-    }
-
-    /// Map an opened file (a duplicate of its descriptor), as long as it was when opened.
-    /// Fails when the file cannot be mapped, including when too many files are mapped at
-    /// once (the caller may fall back to `local`).
-    pub fn from_local(path: &Path, local: &LocalFile) -> io::Result<Self> {
-        let (file, len) = (local.file.try_clone()?, local.len);
-        let (mapping, whole) = if len == 0 {
-            (None, Bytes::new())
-        } else {
-            let n = usize::try_from(len)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large to map"))?;
-            let mapping = Arc::new(Mapping::map(&file, n)?);
-            let whole = Bytes::from_owner(Shared(Arc::clone(&mapping)));
-            (Some(mapping), whole)
-        };
-        Ok(Self {
-            path: path.to_path_buf(),
-            file,
-            len,
-            mapping,
-            whole,
-        })
-    }
-
-    /// The open file.
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-}
-
-impl ByteRangeSource for MappedFile {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read_range(&self, range: Range<u64>) -> io::Result<Bytes> {
-        if range.start > range.end || range.end > self.len {
-            return Err(out_of_range(&range, self.len));
-        }
-        // In range of `whole` (whose length is `len`), so these fit in usize.
-        let (start, end) = (range.start as usize, range.end as usize);
-        Ok(self.whole.slice(start..end))
-    }
-
-    fn verify_intact(&self) -> io::Result<()> {
-        let now = self.file.metadata()?.len();
-        if self.poisoned() || now < self.len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "file {} was truncated while it was being read ({} bytes when opened, {now} now)",
-                    self.path.display(),
-                    self.len
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn poisoned(&self) -> bool {
-        self.mapping.as_deref().is_some_and(Mapping::poisoned)
-    }
-}
-
-/// Sorted, merged `ranges` (gaps up to `gap` bridged).
-pub(crate) fn coalesce(mut ranges: Vec<Range<u64>>, gap: u64) -> Vec<Range<u64>> {
-    ranges.retain(|r| r.start < r.end);
-    ranges.sort_unstable_by_key(|r| r.start);
-    let mut out: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
-    for r in ranges {
-        match out.last_mut() {
-            Some(last) if r.start <= last.end.saturating_add(gap) => {
-                last.end = last.end.max(r.end);
-            }
-            _ => out.push(r),
-        }
-    }
-    out
-}
 
 /// IO counters of one unit of work.
 #[derive(Debug, Default)]
@@ -317,14 +53,19 @@ impl Prefetched {
         ranges: Vec<Range<u64>>,
         stats: Arc<IoStats>,
     ) -> io::Result<Self> {
-        let mut buffers = Vec::new();
-        let gap = source.coalesce_gap();
-        for r in coalesce(ranges, gap) {
-            let start = Instant::now();
-            let bytes = source.read_range(r.clone())?;
-            stats.add(bytes.len() as u64, start);
-            buffers.push((r.start, bytes));
+        let ranges = coalesce(ranges, source.coalesce_gap());
+        let start = Instant::now();
+        let parts = source.read_ranges(&ranges)?;
+        if parts.len() != ranges.len() {
+            return Err(io::Error::other(format!(
+                "{} byte ranges asked for, {} read",
+                ranges.len(),
+                parts.len()
+            )));
         }
+        let bytes: u64 = parts.iter().map(|b| b.len() as u64).sum();
+        stats.add(bytes, start);
+        let buffers: Vec<(u64, Bytes)> = ranges.iter().map(|r| r.start).zip(parts).collect();
         Ok(Self {
             source,
             buffers: Arc::new(buffers),
@@ -471,15 +212,6 @@ mod tests {
     }
 
     #[test]
-    fn coalesces_close_ranges() {
-        assert_eq!(
-            coalesce(vec![10..20, 0..5, 25..30, 100..110, 3..4], 5),
-            vec![0..30, 100..110]
-        );
-        assert_eq!(coalesce(vec![5..5, 7..7], 0), Vec::<Range<u64>>::new());
-    }
-
-    #[test]
     fn prefetched_serves_slices_and_falls_back() {
         let data: Vec<u8> = (0..=255).collect();
         let src: Arc<dyn ByteRangeSource> = Arc::new(Mem(Bytes::from(data)));
@@ -531,138 +263,5 @@ mod tests {
         let mut hostile = direct.get_read(3).expect("a reader");
         assert!(io::Read::read_to_end(&mut hostile, &mut Vec::new()).is_err());
         assert_eq!(read_all(direct.get_read(0).expect("a good header")), bytes);
-    }
-
-    #[test]
-    fn local_file_reports_truncation() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f");
-        std::fs::write(&path, [7u8; 100]).expect("write");
-        let f = LocalFile::open(&path).expect("open");
-        assert_eq!(f.read_range(90..100).expect("read").len(), 10);
-        assert!(f.read_range(90..101).is_err());
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|w| w.set_len(50))
-            .expect("truncate");
-        let err = f.read_range(60..70).expect_err("truncated");
-        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
-    }
-
-    #[test]
-    fn io_mode_parses_its_names() {
-        for mode in [IoMode::Pread, IoMode::Mmap] {
-            assert_eq!(mode.name().parse::<IoMode>(), Ok(mode));
-        }
-        assert!("mapped".parse::<IoMode>().is_err());
-    }
-
-    /// Regression guard for the reason `LocalFile` was the only reader: a mapped file
-    /// shrinking under a read raised SIGBUS and killed the process.
-    #[test]
-    fn mapped_file_survives_truncation_and_reports_it() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f");
-        let page = 4096u64;
-        let data: Vec<u8> = (0..4 * page).map(|i| (i % 251) as u8 + 1).collect();
-        std::fs::write(&path, &data).expect("write");
-        let f = MappedFile::open(&path).expect("map");
-        assert_eq!(&f.read_range(10..20).expect("read")[..], &data[10..20]);
-        f.verify_intact().expect("intact before the truncation");
-        // A slice taken before the truncation, read after it, faults just the same.
-        let early = f.read_range(3 * page..3 * page + 100).expect("slice");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|w| w.set_len(50))
-            .expect("truncate");
-        // Past the new end, on pages that no longer exist: zeros, not a dead process.
-        let late = f.read_range(2 * page + 8..2 * page + 108).expect("slice");
-        assert!(late.iter().all(|&b| b == 0), "{late:?}");
-        assert!(early.iter().all(|&b| b == 0), "{early:?}");
-        assert!(f.poisoned(), "the fault was not recorded");
-        let err = f.verify_intact().expect_err("the truncation is reported");
-        assert!(
-            err.to_string()
-                .contains("was truncated while it was being read"),
-            "{err}"
-        );
-        assert!(
-            err.to_string().contains(&path.display().to_string()),
-            "{err}"
-        );
-        // Out of range is still out of range (against the length when opened).
-        assert!(f.read_range(4 * page..4 * page + 1).is_err());
-    }
-
-    #[test]
-    fn mapped_file_reports_a_shrink_without_a_fault() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f");
-        std::fs::write(&path, [9u8; 100]).expect("write");
-        let f = MappedFile::open(&path).expect("map");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|w| w.set_len(50))
-            .expect("truncate");
-        // Same page as the new end: zeros without SIGBUS; the size check catches it.
-        let tail = f.read_range(60..70).expect("slice");
-        assert!(tail.iter().all(|&b| b == 0), "{tail:?}");
-        assert!(!f.poisoned());
-        assert!(f.verify_intact().is_err());
-    }
-
-    #[test]
-    fn empty_files_map() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("empty");
-        std::fs::write(&path, b"").expect("write");
-        let f = MappedFile::open(&path).expect("map");
-        assert!(f.is_empty());
-        assert_eq!(f.read_range(0..0).expect("empty range").len(), 0);
-        assert!(f.read_range(0..1).is_err());
-        f.verify_intact().expect("intact");
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
-
-        /// The optimized reader (zero-copy slices of a map) against the reference one
-        /// (positional reads): same bytes for every range, the same refusals outside.
-        #[test]
-        fn mapped_file_matches_local_file(
-            len in 0u64..20_000,
-            ranges in proptest::collection::vec((0u64..21_000, 0u64..21_000), 1..24),
-        ) {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let path = dir.path().join("f");
-            let data: Vec<u8> = (0..len).map(|i| (i.wrapping_mul(31) % 256) as u8).collect();
-            std::fs::write(&path, &data).expect("write");
-            let local = LocalFile::open(&path).expect("open");
-            let mapped = MappedFile::open(&path).expect("map");
-            proptest::prop_assert_eq!(local.len(), mapped.len());
-            for (a, b) in ranges {
-                // Both orders: start > end must be refused too.
-                let range = a..b;
-                match (local.read_range(range.clone()), mapped.read_range(range.clone())) {
-                    (Ok(x), Ok(y)) => {
-                        proptest::prop_assert_eq!(&x[..], &y[..]);
-                        let (s, e) = (a as usize, b as usize);
-                        proptest::prop_assert_eq!(&x[..], &data[s..e]);
-                    }
-                    (Err(x), Err(y)) => {
-                        proptest::prop_assert_eq!(x.kind(), y.kind());
-                        proptest::prop_assert_eq!(x.to_string(), y.to_string());
-                    }
-                    (x, y) => proptest::prop_assert!(
-                        false,
-                        "{range:?} of {len}: pread {x:?}, mmap {y:?}"
-                    ),
-                }
-            }
-            proptest::prop_assert!(mapped.verify_intact().is_ok());
-        }
     }
 }

@@ -21,6 +21,9 @@
 //!   cancelled, the socket is removed and the lock released.
 //! - **Logs** go to `<data>/.ringscan/io.log`, one line per scan, never to the
 //!   spawner's stdout or stderr.
+//! - **An object-storage root** (`s3://bucket/prefix`, [`DaemonConfig::data_dir`]) is
+//!   served read-only; its socket, lock and log live under the local
+//!   [`DaemonConfig::state_dir`] (`<state>/.ringscan/`) instead, and writes are refused.
 
 mod budget;
 mod conn;
@@ -57,8 +60,13 @@ const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// How the daemon runs.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
-    /// The data directory it serves.
+    /// The data directory it serves: a local directory, or an object-storage prefix
+    /// (`s3://bucket/prefix`, read-only).
     pub data_dir: PathBuf,
+    /// For an object-storage root: the local directory standing in for it, whose
+    /// `.ringscan/` holds the socket, lock and log (required then; ignored for a local
+    /// root, whose state lives in `<data>/.ringscan/`).
+    pub state_dir: Option<PathBuf>,
     /// Exit after this long with no connection open.
     pub idle_timeout: Duration,
     /// A connection waiting this long for its client's next request (or a session's
@@ -106,6 +114,7 @@ impl DaemonConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
+            state_dir: None,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             session_idle_timeout: Self::DEFAULT_SESSION_IDLE_TIMEOUT,
             max_concurrent_scans: Self::DEFAULT_MAX_CONCURRENT_SCANS,
@@ -407,13 +416,29 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     }
     keep_c_heap();
     stop_on_termination_signals();
-    // The data directory must exist: a typo must not create a new one.
-    let data_dir = fs::canonicalize(&config.data_dir)
-        .map_err(io_error("resolving the data directory", &config.data_dir))?;
-    let state = state_dir(&data_dir);
-    create_state_dir(&data_dir).map_err(io_error("creating", &state))?;
+    // `anchor`: the local directory whose `.ringscan/` holds the daemon's state.
+    let (data_dir, anchor) = if crate::storage::is_object_url(&config.data_dir) {
+        let url = crate::storage::object::normalize_url(&config.data_dir.to_string_lossy())
+            .map_err(|e| DaemonError::Config(e.to_string()))?;
+        let Some(anchor) = config.state_dir.clone() else {
+            return Err(DaemonError::Config(format!(
+                "{url}: an object-storage root needs a local state directory (--state DIR)"
+            )));
+        };
+        create_state_dir(&anchor).map_err(io_error("creating", &anchor))?;
+        let anchor = fs::canonicalize(&anchor)
+            .map_err(io_error("resolving the state directory", &anchor))?;
+        (PathBuf::from(url), anchor)
+    } else {
+        // The data directory must exist: a typo must not create a new one.
+        let data_dir = fs::canonicalize(&config.data_dir)
+            .map_err(io_error("resolving the data directory", &config.data_dir))?;
+        (data_dir.clone(), data_dir)
+    };
+    let state = state_dir(&anchor);
+    create_state_dir(&anchor).map_err(io_error("creating", &state))?;
 
-    let lock_file = lock_path(&data_dir);
+    let lock_file = lock_path(&anchor);
     let mut lock = File::options()
         .read(true)
         .write(true)
@@ -439,7 +464,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     let _ = lock.rewind();
     let _ = writeln!(lock, "{}", std::process::id());
 
-    let socket = socket_path(&data_dir);
+    let socket = socket_path(&anchor);
     match fs::remove_file(&socket) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -463,8 +488,16 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     })
     .map_err(DaemonError::Config)?;
     let ring_budget = plan.ring_bytes;
-    let log = Log::open(&log_path(&data_dir));
-    let ingest = crate::ingest::store::Ingest::open(&data_dir, &state, config.ingest.clone());
+    let log = Log::open(&log_path(&anchor));
+    let ingest = if crate::storage::is_object_url(&data_dir) {
+        Err(format!(
+            "{} is an object-storage root, which ringscan reads only: CREATE TABLE, INSERT \
+             and COPY need a local data directory",
+            data_dir.display()
+        ))
+    } else {
+        crate::ingest::store::Ingest::open(&data_dir, &state, config.ingest.clone())
+    };
     match &ingest {
         Ok((_, recovered)) if recovered.tables > 0 || recovered.torn_tail.is_some() => {
             log.line(&format!(

@@ -351,7 +351,7 @@ mod tests {
         let status = Command::new(exe)
             .args([
                 "--exact",
-                "scan::mmap_guard::tests::a_foreign_sigbus_still_kills_the_process",
+                "storage::mmap_guard::tests::a_foreign_sigbus_still_kills_the_process",
                 "--test-threads=1",
             ])
             .env(CHILD, "1")

@@ -1,0 +1,763 @@
+//! Objects in S3-compatible storage (`s3://bucket/key`) behind [`ByteRangeSource`]:
+//! ranged GETs through the `object_store` crate.
+//!
+//! - One [`ObjectRoot`] per bucket and process ([`object_root`]), configured from the
+//!   standard environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
+//!   `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ALLOW_HTTP`), with
+//!   its own small tokio runtime: the scan's threads are plain threads and block on it.
+//! - Requests are retried with exponential backoff on 5xx answers, timeouts and broken
+//!   connections ([`RETRY`]), each bounded in time ([`REQUEST_TIMEOUT`]).
+//! - An object's version is its size and ETag (its last-modified time where the store
+//!   gives no ETag), taken from the listing that found it. Every GET carries
+//!   `If-Match: <ETag>`, so an object rewritten during a scan fails the scan ("changed
+//!   while being read") instead of mixing two versions' bytes.
+//! - [`ObjectSource::read_ranges`] splits and fetches ranges concurrently
+//!   ([`MAX_CONCURRENT_REQUESTS`] in flight, at most [`MAX_REQUEST_BYTES`] each) and
+//!   [`ObjectSource::coalesce_gap`] asks callers to merge ranges closer than
+//!   [`COALESCE_GAP_BYTES`]: a request costs about as much as a megabyte.
+//!
+//! Every error names the object (`s3://bucket/key`) and says why in words: no such
+//! bucket, no such object, access denied, unreachable endpoint, changed while read.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as Location;
+use object_store::{
+    BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig,
+};
+
+use super::ByteRangeSource;
+
+/// The URL scheme of S3-compatible object storage.
+pub const S3_SCHEME: &str = "s3://";
+/// Ranges closer than this are fetched as one request.
+pub const COALESCE_GAP_BYTES: u64 = 1 << 20;
+/// The largest single ranged GET: larger ranges are split, and the parts fetched
+/// concurrently.
+pub const MAX_REQUEST_BYTES: u64 = 8 << 20;
+/// Requests in flight at once for one [`ObjectSource::read_ranges`] call.
+pub const MAX_CONCURRENT_REQUESTS: usize = 16;
+/// How many trailing bytes the first read of a footer fetches: most footers fit, so one
+/// GET gets the length, the magic and the metadata.
+pub const FOOTER_HINT_BYTES: u64 = 64 << 10;
+/// One request's limit (connect, send, answer).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Retries of a failed request: 5xx answers, timeouts, broken connections.
+pub const RETRY: RetrySettings = RetrySettings {
+    max_retries: 4,
+    first_backoff: Duration::from_millis(100),
+    max_backoff: Duration::from_secs(5),
+    total: Duration::from_secs(60),
+};
+/// Objects whose versions a root remembers from its listings (cleared when full).
+const MAX_KNOWN_OBJECTS: usize = 1 << 20;
+
+/// How failed requests are retried (see [`RETRY`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RetrySettings {
+    /// Retries after the first attempt.
+    pub max_retries: usize,
+    /// The first wait; each later one doubles, up to `max_backoff`.
+    pub first_backoff: Duration,
+    /// The longest wait between two attempts.
+    pub max_backoff: Duration,
+    /// No retry starts this long after the first attempt.
+    pub total: Duration,
+}
+
+/// What can go wrong with object storage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// Not an `s3://bucket[/prefix]` URL.
+    #[error("{url:?} is not an object-storage URL: {reason}")]
+    BadUrl {
+        /// The text.
+        url: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The client could not be configured (environment variables).
+    #[error("cannot configure the S3 client for {url}: {reason}")]
+    Config {
+        /// The bucket's URL.
+        url: String,
+        /// The client's complaint.
+        reason: String,
+    },
+    /// A request failed (after its retries).
+    #[error("{url}: {reason}")]
+    Request {
+        /// The object or prefix.
+        url: String,
+        /// What failed, in words.
+        reason: String,
+        /// Whether the object (or bucket) does not exist.
+        not_found: bool,
+    },
+}
+
+impl StorageError {
+    /// As an `io::Error` (kind `NotFound` for a missing object), for the byte-range
+    /// interface, whose callers name the object: a failed request's message is only
+    /// its reason.
+    pub fn into_io(self) -> io::Error {
+        match self {
+            Self::Request {
+                reason, not_found, ..
+            } => {
+                let kind = if not_found {
+                    io::ErrorKind::NotFound
+                } else {
+                    io::ErrorKind::Other
+                };
+                io::Error::new(kind, reason)
+            }
+            other => io::Error::other(other.to_string()),
+        }
+    }
+}
+
+/// Whether `path` names an object-storage location (`s3://...`).
+pub fn is_object_url(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.starts_with(S3_SCHEME))
+}
+
+/// `s3://bucket/key` taken apart: the bucket and the key (empty for the bucket itself),
+/// without leading, trailing or doubled slashes.
+pub fn split_url(url: &str) -> Result<(&str, String), StorageError> {
+    let bad = |reason| StorageError::BadUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let rest = url
+        .strip_prefix(S3_SCHEME)
+        .ok_or_else(|| bad("only s3:// URLs are supported"))?;
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(bad("no bucket name"));
+    }
+    if !bucket
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | '_'))
+        || bucket.len() > 63
+    {
+        return Err(bad(
+            "a bucket name has at most 63 lowercase letters, digits, '-', '.' and '_'",
+        ));
+    }
+    let key: Vec<&str> = key.split('/').filter(|c| !c.is_empty()).collect();
+    if key.iter().any(|c| *c == "." || *c == "..") {
+        return Err(bad("'.' and '..' are not key components"));
+    }
+    Ok((bucket, key.join("/")))
+}
+
+/// `url` with its key normalized (`s3://bucket/a/b`, no trailing slash).
+pub fn normalize_url(url: &str) -> Result<String, StorageError> {
+    let (bucket, key) = split_url(url)?;
+    Ok(if key.is_empty() {
+        format!("{S3_SCHEME}{bucket}")
+    } else {
+        format!("{S3_SCHEME}{bucket}/{key}")
+    })
+}
+
+/// The client of `url`'s bucket: made from the environment on first use, then shared by
+/// every scan of this process.
+pub fn object_root(url: &str) -> Result<Arc<ObjectRoot>, StorageError> {
+    static ROOTS: OnceLock<Mutex<HashMap<String, Arc<ObjectRoot>>>> = OnceLock::new();
+    let (bucket, _) = split_url(url)?;
+    let mut roots = ROOTS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(root) = roots.get(bucket) {
+        return Ok(Arc::clone(root));
+    }
+    let root = Arc::new(ObjectRoot::from_env(bucket)?);
+    roots.insert(bucket.to_owned(), Arc::clone(&root));
+    Ok(root)
+}
+
+/// One object as a listing or a HEAD request saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its ETag (quoted, as the store gives it), if the store gives one.
+    pub e_tag: Option<String>,
+    /// Its last-modified time, nanoseconds since the Unix epoch.
+    pub modified_ns: i128,
+}
+
+impl ObjectVersion {
+    /// Whether `self` and `other` are the same bytes: same size, and the same ETag
+    /// (the same last-modified time where either has none).
+    pub fn same_contents(&self, other: &Self) -> bool {
+        self.size == other.size
+            && match (&self.e_tag, &other.e_tag) {
+                (Some(a), Some(b)) => a == b,
+                _ => self.modified_ns == other.modified_ns,
+            }
+    }
+
+    /// A stable 64-bit digest of the ETag (FNV-1a; 0 without one): where a file's
+    /// identity is a number (an inode), an object's is this.
+    pub fn e_tag_digest(&self) -> u64 {
+        self.e_tag.as_deref().map_or(0, |tag| {
+            tag.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        })
+    }
+}
+
+/// An object found by [`ObjectRoot::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    /// Its key relative to the listed prefix (`/`-separated).
+    pub relative: String,
+    /// Its version.
+    pub version: ObjectVersion,
+}
+
+/// What a root's requests cost so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Requests sent (GET, HEAD, LIST pages), retries not counted.
+    pub requests: u64,
+    /// Bytes received in GET answers.
+    pub bytes_fetched: u64,
+    /// Time callers waited on the store, summed over callers (microseconds).
+    pub wait_us: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    bytes_fetched: AtomicU64,
+    wait_us: AtomicU64,
+}
+
+/// The client of one bucket, and the runtime its requests run on.
+pub struct ObjectRoot {
+    bucket: String,
+    store: Arc<dyn ObjectStore>,
+    runtime: tokio::runtime::Runtime,
+    counters: Counters,
+    /// Versions of the objects the latest listings found, by URL: a scan opening one
+    /// needs no HEAD request.
+    known: Mutex<HashMap<String, ObjectVersion>>,
+}
+
+impl fmt::Debug for ObjectRoot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectRoot")
+            .field("bucket", &self.bucket)
+            .field("store", &self.store.to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectRoot {
+    /// The client of `bucket`, configured from the `AWS_*` environment variables.
+    pub fn from_env(bucket: &str) -> Result<Self, StorageError> {
+        let url = format!("{S3_SCHEME}{bucket}");
+        let config_error = |reason: String| StorageError::Config {
+            url: url.clone(),
+            reason,
+        };
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: RETRY.first_backoff,
+                max_backoff: RETRY.max_backoff,
+                base: 2.0,
+            },
+            max_retries: RETRY.max_retries,
+            retry_timeout: RETRY.total,
+        };
+        let timeout = format!("{}ms", REQUEST_TIMEOUT.as_millis());
+        let store = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_retry(retry)
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                timeout.clone(),
+            )
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                "5s",
+            )
+            .build()
+            .map_err(|e| config_error(e.to_string()))?;
+        // Two threads drive the HTTP connections; the scan's own threads wait on them.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ringscan-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| config_error(format!("cannot start its runtime: {e}")))?;
+        Ok(Self {
+            bucket: bucket.to_owned(),
+            store: Arc::new(store),
+            runtime,
+            counters: Counters::default(),
+            known: Mutex::default(),
+        })
+    }
+
+    /// The bucket's URL, `s3://bucket`.
+    pub fn url(&self) -> String {
+        format!("{S3_SCHEME}{}", self.bucket)
+    }
+
+    /// What this root's requests cost so far.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            requests: self.counters.requests.load(Ordering::Relaxed),
+            bytes_fetched: self.counters.bytes_fetched.load(Ordering::Relaxed),
+            wait_us: self.counters.wait_us.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs `future` on this root's runtime and waits for it (from any thread, inside
+    /// a runtime or not).
+    fn block_on<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        let started = Instant::now();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        let result = rx.recv().map_err(|_| StorageError::Request {
+            url: self.url(),
+            reason: "the request was dropped (the client's runtime stopped)".to_owned(),
+            not_found: false,
+        });
+        let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.counters.wait_us.fetch_add(waited, Ordering::Relaxed);
+        result
+    }
+
+    fn location(&self, url: &str) -> Result<Location, StorageError> {
+        let (bucket, key) = split_url(url)?;
+        if bucket != self.bucket {
+            return Err(StorageError::BadUrl {
+                url: url.to_owned(),
+                reason: "not in this root's bucket",
+            });
+        }
+        Location::parse(&key).map_err(|_| StorageError::BadUrl {
+            url: url.to_owned(),
+            reason: "not a valid object key",
+        })
+    }
+
+    /// Every object under `url` (a prefix: `s3://bucket/a/b` lists `a/b/...`), keys
+    /// relative to it, sorted as a directory walk visits them (component by component).
+    /// At most `max_objects`; more is an error.
+    pub fn list(&self, url: &str, max_objects: usize) -> Result<Vec<ListedObject>, StorageError> {
+        let prefix = self.location(url)?;
+        let store = Arc::clone(&self.store);
+        let listed = prefix.clone();
+        let metas = self.block_on(async move {
+            let prefix = (!listed.as_ref().is_empty()).then_some(&listed);
+            store
+                .list(prefix)
+                .take(max_objects.saturating_add(1))
+                .try_collect::<Vec<_>>()
+                .await
+        })?;
+        let metas = metas.map_err(|e| request_error(url, "listing", &e))?;
+        // A LIST page holds up to 1,000 keys.
+        let pages = metas.len() / 1000 + 1;
+        self.counters
+            .requests
+            .fetch_add(pages as u64, Ordering::Relaxed);
+        if metas.len() > max_objects {
+            return Err(StorageError::Request {
+                url: url.to_owned(),
+                reason: format!("more than {max_objects} objects under the prefix"),
+                not_found: false,
+            });
+        }
+        let base = prefix.as_ref();
+        let mut objects: Vec<ListedObject> = metas
+            .into_iter()
+            .filter_map(|meta| {
+                let key = meta.location.as_ref();
+                let relative = if base.is_empty() {
+                    key
+                } else {
+                    key.strip_prefix(base)?.strip_prefix('/')?
+                };
+                Some(ListedObject {
+                    relative: relative.to_owned(),
+                    version: version_of(&meta),
+                })
+            })
+            .collect();
+        objects.sort_by(|a, b| a.relative.split('/').cmp(b.relative.split('/')));
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() + objects.len() > MAX_KNOWN_OBJECTS {
+            known.clear();
+        }
+        for object in &objects {
+            let full = if base.is_empty() {
+                format!("{}/{}", self.url(), object.relative)
+            } else {
+                format!("{}/{base}/{}", self.url(), object.relative)
+            };
+            known.insert(full, object.version.clone());
+        }
+        Ok(objects)
+    }
+
+    /// The names directly below `url` that have objects under them ("directories").
+    pub fn child_prefixes(&self, url: &str) -> Result<Vec<String>, StorageError> {
+        let prefix = self.location(url)?;
+        let store = Arc::clone(&self.store);
+        let listed = prefix.clone();
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let result = self.block_on(async move {
+            let prefix = (!listed.as_ref().is_empty()).then_some(&listed);
+            store.list_with_delimiter(prefix).await
+        })?;
+        let result = result.map_err(|e| request_error(url, "listing", &e))?;
+        Ok(result
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_owned))
+            .collect())
+    }
+
+    /// The version of the object at `url`: as the latest listing found it, else from a
+    /// HEAD request.
+    pub fn version(&self, url: &str) -> Result<ObjectVersion, StorageError> {
+        let known = self
+            .known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(url)
+            .cloned();
+        if let Some(version) = known {
+            return Ok(version);
+        }
+        self.head(url)
+    }
+
+    /// The version of the object at `url`, asked of the store.
+    pub fn head(&self, url: &str) -> Result<ObjectVersion, StorageError> {
+        let location = self.location(url)?;
+        let store = Arc::clone(&self.store);
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let meta = self.block_on(async move { store.head(&location).await })?;
+        let meta = meta.map_err(|e| request_error(url, "reading", &e))?;
+        Ok(version_of(&meta))
+    }
+
+    /// The object at `url` for byte-range reads, at its current version.
+    pub fn open(self: &Arc<Self>, url: &str) -> Result<ObjectSource, StorageError> {
+        let version = self.version(url)?;
+        Ok(ObjectSource {
+            root: Arc::clone(self),
+            location: self.location(url)?,
+            url: PathBuf::from(url),
+            version,
+        })
+    }
+
+    /// Writes `bytes` to `url` (tests and tools; scans never write).
+    pub fn put(&self, url: &str, bytes: Bytes) -> Result<(), StorageError> {
+        let location = self.location(url)?;
+        let store = Arc::clone(&self.store);
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let result = self.block_on(async move { store.put(&location, bytes.into()).await })?;
+        result
+            .map(drop)
+            .map_err(|e| request_error(url, "writing", &e))
+    }
+
+    /// Reads `ranges` of the object at `location` (version `e_tag`): split into parts
+    /// of at most [`MAX_REQUEST_BYTES`], [`MAX_CONCURRENT_REQUESTS`] in flight.
+    fn get_ranges(
+        &self,
+        url: &Path,
+        location: &Location,
+        e_tag: Option<&str>,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<Bytes>, StorageError> {
+        let mut parts: Vec<(usize, Range<u64>)> = Vec::new();
+        for (i, r) in ranges.iter().enumerate() {
+            let mut at = r.start;
+            while at < r.end {
+                let end = r.end.min(at.saturating_add(MAX_REQUEST_BYTES));
+                parts.push((i, at..end));
+                at = end;
+            }
+        }
+        let store = Arc::clone(&self.store);
+        let location = location.clone();
+        let e_tag = e_tag.map(str::to_owned);
+        let requests = parts.len();
+        let fetches = parts.clone();
+        let answers = self.block_on(async move {
+            futures::stream::iter(fetches)
+                .map(|(_, range)| {
+                    let options = GetOptions {
+                        if_match: e_tag.clone(),
+                        range: Some(GetRange::Bounded(range)),
+                        ..GetOptions::default()
+                    };
+                    let (store, location) = (Arc::clone(&store), location.clone());
+                    async move { store.get_opts(&location, options).await?.bytes().await }
+                })
+                .buffered(MAX_CONCURRENT_REQUESTS)
+                .try_collect::<Vec<Bytes>>()
+                .await
+        })?;
+        self.counters
+            .requests
+            .fetch_add(requests as u64, Ordering::Relaxed);
+        let text = url.display().to_string();
+        let answers = answers.map_err(|e| request_error(&text, "reading", &e))?;
+        let fetched: u64 = answers.iter().map(|b| b.len() as u64).sum();
+        self.counters
+            .bytes_fetched
+            .fetch_add(fetched, Ordering::Relaxed);
+        let mut out: Vec<Option<BytesMut>> = vec![None; ranges.len()];
+        let mut single: Vec<Option<Bytes>> = vec![None; ranges.len()];
+        for ((i, range), bytes) in parts.into_iter().zip(answers) {
+            let want = range.end - range.start;
+            if bytes.len() as u64 != want {
+                return Err(StorageError::Request {
+                    url: text,
+                    reason: format!(
+                        "asked for bytes {}..{}, got {} bytes: the object is shorter than \
+                         listed (rewritten?)",
+                        range.start,
+                        range.end,
+                        bytes.len()
+                    ),
+                    not_found: false,
+                });
+            }
+            let total = ranges[i].end - ranges[i].start;
+            if want == total {
+                single[i] = Some(bytes);
+            } else {
+                let buf = out[i].get_or_insert_with(|| {
+                    BytesMut::with_capacity(usize::try_from(total).unwrap_or(0))
+                });
+                buf.extend_from_slice(&bytes);
+            }
+        }
+        Ok(single
+            .into_iter()
+            .zip(out)
+            .map(|(one, many)| match (one, many) {
+                (Some(b), _) => b,
+                (None, Some(m)) => m.freeze(),
+                (None, None) => Bytes::new(),
+            })
+            .collect())
+    }
+}
+
+fn version_of(meta: &object_store::ObjectMeta) -> ObjectVersion {
+    let modified_ns = meta
+        .last_modified
+        .timestamp_nanos_opt()
+        .map_or(0, i128::from);
+    ObjectVersion {
+        size: meta.size,
+        e_tag: meta.e_tag.clone(),
+        modified_ns,
+    }
+}
+
+/// `error` of `what` on `url` in words: the store's own message says much, in XML.
+fn request_error(url: &str, what: &str, error: &object_store::Error) -> StorageError {
+    use object_store::Error as E;
+    let text = error_chain(error);
+    let (reason, not_found) = if text.contains("NoSuchBucket") {
+        let (bucket, _) = split_url(url).unwrap_or((url, String::new()));
+        (format!("{what}: bucket {bucket:?} does not exist"), true)
+    } else if text.contains("InvalidAccessKeyId")
+        || text.contains("SignatureDoesNotMatch")
+        || matches!(
+            error,
+            E::PermissionDenied { .. } | E::Unauthenticated { .. }
+        )
+    {
+        (
+            format!(
+                "{what}: access denied: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
+                 ({})",
+                short(&text)
+            ),
+            false,
+        )
+    } else {
+        match error {
+            E::NotFound { .. } => (format!("{what}: no such object"), true),
+            E::Precondition { .. } => (
+                format!("{what}: the object changed while being read (its ETag moved)"),
+                false,
+            ),
+            _ => (format!("{what}: {}", short(&text)), false),
+        }
+    };
+    StorageError::Request {
+        url: url.to_owned(),
+        reason,
+        not_found,
+    }
+}
+
+/// An error and its sources, `: `-joined.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let next = e.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = e.source();
+    }
+    text
+}
+
+/// At most 400 characters of `text`.
+fn short(text: &str) -> String {
+    const MAX: usize = 400;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// One object at one version, read by ranged GETs.
+#[derive(Debug)]
+pub struct ObjectSource {
+    root: Arc<ObjectRoot>,
+    location: Location,
+    /// `s3://bucket/key`, for messages.
+    url: PathBuf,
+    version: ObjectVersion,
+}
+
+impl ObjectSource {
+    /// The version read.
+    pub fn version(&self) -> &ObjectVersion {
+        &self.version
+    }
+
+    /// The object's URL.
+    pub fn url(&self) -> &Path {
+        &self.url
+    }
+
+    fn check(&self, range: &Range<u64>) -> io::Result<()> {
+        if range.start > range.end || range.end > self.version.size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "byte range {}..{} lies outside the object ({} bytes)",
+                    range.start, range.end, self.version.size
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ByteRangeSource for ObjectSource {
+    fn len(&self) -> u64 {
+        self.version.size
+    }
+
+    fn read_range(&self, range: Range<u64>) -> io::Result<Bytes> {
+        let mut parts = self.read_ranges(std::slice::from_ref(&range))?;
+        Ok(parts.pop().unwrap_or_default())
+    }
+
+    fn read_ranges(&self, ranges: &[Range<u64>]) -> io::Result<Vec<Bytes>> {
+        for r in ranges {
+            self.check(r)?;
+        }
+        self.root
+            .get_ranges(
+                &self.url,
+                &self.location,
+                self.version.e_tag.as_deref(),
+                ranges,
+            )
+            .map_err(StorageError::into_io)
+    }
+
+    fn coalesce_gap(&self) -> u64 {
+        COALESCE_GAP_BYTES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_taken_apart_and_checked() {
+        assert_eq!(
+            split_url("s3://bucket/a//b/").unwrap(),
+            ("bucket", "a/b".to_owned())
+        );
+        assert_eq!(split_url("s3://bucket").unwrap(), ("bucket", String::new()));
+        assert_eq!(normalize_url("s3://b-1/x/").unwrap(), "s3://b-1/x");
+        for bad in [
+            "s3://",
+            "s3:///x",
+            "gs://b/x",
+            "s3://Bucket/x",
+            "s3://b/../x",
+        ] {
+            assert!(split_url(bad).is_err(), "{bad}");
+        }
+        assert!(is_object_url(Path::new("s3://b/x")));
+        assert!(!is_object_url(Path::new("/data/s3")));
+    }
+
+    #[test]
+    fn versions_compare_by_etag_then_time() {
+        let v = |size, tag: Option<&str>, t| ObjectVersion {
+            size,
+            e_tag: tag.map(str::to_owned),
+            modified_ns: t,
+        };
+        assert!(v(10, Some("a"), 1).same_contents(&v(10, Some("a"), 2)));
+        assert!(!v(10, Some("a"), 1).same_contents(&v(10, Some("b"), 1)));
+        assert!(!v(10, Some("a"), 1).same_contents(&v(11, Some("a"), 1)));
+        assert!(v(10, None, 1).same_contents(&v(10, Some("a"), 1)));
+        assert!(!v(10, None, 1).same_contents(&v(10, None, 2)));
+        assert_ne!(
+            v(1, Some("a"), 0).e_tag_digest(),
+            v(1, Some("b"), 0).e_tag_digest()
+        );
+        assert_eq!(v(1, None, 0).e_tag_digest(), 0);
+    }
+}

@@ -1,0 +1,222 @@
+//! Table resolution over object storage: the same rule for which files make a table as
+//! the local walk, applied to a listing of keys (objects under `<root>/<name>/`, hidden
+//! components skipped, `*.parquet` for a table, the glob's matches for paths).
+//!
+//! A bucket has no directories, so a listing records no directory versions: whether a
+//! table changed is known only by listing it again. Each object's version is its size,
+//! last-modified time and ETag (as a digest where a file has its inode).
+
+use std::path::{Path, PathBuf};
+
+use ringscan_ipc::msg::{FileVersion, ScanSource};
+use ringscan_ipc::names::{is_data_file, is_hidden_entry};
+
+use super::{
+    check_relative, edit_distance, glob_match, is_glob, Listing, TableError, MAX_DEPTH, MAX_FILES,
+    MAX_PATTERN_COMPONENTS,
+};
+use crate::storage::object::{object_root, ListedObject, ObjectRoot, StorageError};
+
+/// Lists `source`'s objects under the data root `data_url` (`s3://bucket/prefix`).
+pub(super) fn list(data_url: &Path, source: &ScanSource) -> Result<Listing, TableError> {
+    let io = |e: StorageError| TableError::Io {
+        path: data_url.to_path_buf(),
+        source: e.into_io(),
+    };
+    let url = data_url.to_string_lossy().into_owned();
+    let root = object_root(&url).map_err(io)?;
+    match source {
+        ScanSource::Table { name } => list_table(&root, data_url, name),
+        ScanSource::Files { paths } => list_files(&root, data_url, paths),
+    }
+}
+
+/// Whether no component of `relative` is hidden.
+fn visible(relative: &str) -> bool {
+    !relative.split('/').any(is_hidden_entry)
+}
+
+fn version(path: PathBuf, object: &ListedObject) -> FileVersion {
+    FileVersion {
+        path,
+        size_bytes: object.version.size,
+        modified_ns: object.version.modified_ns,
+        device: 0,
+        inode: object.version.e_tag_digest(),
+        changed_ns: object.version.modified_ns,
+    }
+}
+
+fn listing_error(url: &str) -> impl FnOnce(StorageError) -> TableError + '_ {
+    move |e| TableError::Io {
+        path: PathBuf::from(url),
+        source: e.into_io(),
+    }
+}
+
+fn check_depth(relative: &str) -> Result<(), TableError> {
+    if relative.split('/').count() > MAX_DEPTH {
+        return Err(TableError::TooLarge {
+            what: "the directory depth",
+            limit: MAX_DEPTH,
+        });
+    }
+    Ok(())
+}
+
+fn list_table(root: &ObjectRoot, data_url: &Path, name: &str) -> Result<Listing, TableError> {
+    check_relative("table name", name)?;
+    let name = name
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect::<Vec<_>>()
+        .join("/");
+    let table_url = format!("{}/{name}", data_url.display());
+    let objects = root
+        .list(&table_url, MAX_FILES)
+        .map_err(listing_error(&table_url))?;
+    if objects.is_empty() {
+        return Err(TableError::NoSuchTable {
+            name: name.clone(),
+            data_dir: data_url.to_path_buf(),
+            nearest: nearest_table(root, data_url, &name),
+        });
+    }
+    let mut files = Vec::new();
+    let mut versions = Vec::new();
+    for object in &objects {
+        let file_name = object.relative.rsplit('/').next().unwrap_or_default();
+        if !visible(&object.relative) || !is_data_file(file_name) {
+            continue;
+        }
+        check_depth(&object.relative)?;
+        files.push(PathBuf::from(&object.relative));
+        versions.push(version(Path::new(&name).join(&object.relative), object));
+    }
+    if files.is_empty() {
+        return Err(TableError::EmptyTable { name });
+    }
+    Ok(Listing {
+        root: data_url.join(&name),
+        files,
+        file_versions: versions,
+        dirs: Vec::new(),
+    })
+}
+
+fn list_files(
+    root: &ObjectRoot,
+    data_url: &Path,
+    paths: &[PathBuf],
+) -> Result<Listing, TableError> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut versions: Vec<FileVersion> = Vec::new();
+    let mut add = |rel: PathBuf, object: &ListedObject| -> Result<(), TableError> {
+        if files.contains(&rel) {
+            return Ok(());
+        }
+        if files.len() >= MAX_FILES {
+            return Err(TableError::TooLarge {
+                what: "the number of files",
+                limit: MAX_FILES,
+            });
+        }
+        versions.push(version(rel.clone(), object));
+        files.push(rel);
+        Ok(())
+    };
+    for path in paths {
+        let text = path.to_string_lossy().replace('\\', "/");
+        check_relative("path", &text)?;
+        let components: Vec<&str> = text
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        if components.len() > MAX_PATTERN_COMPONENTS
+            || components.iter().filter(|c| **c == "**").count() > 4
+        {
+            return Err(TableError::TooLarge {
+                what: "a glob pattern",
+                limit: MAX_PATTERN_COMPONENTS,
+            });
+        }
+        let literal = components.iter().take_while(|c| !is_glob(c)).count();
+        if literal == components.len() {
+            let rel = components.join("/");
+            let url = format!("{}/{rel}", data_url.display());
+            let object = match root.head(&url) {
+                Ok(version) => ListedObject {
+                    relative: rel.clone(),
+                    version,
+                },
+                Err(StorageError::Request {
+                    not_found: true,
+                    reason,
+                    ..
+                }) if reason.ends_with("no such object") => {
+                    return Err(TableError::NoSuchFile {
+                        path: PathBuf::from(rel),
+                    })
+                }
+                Err(e) => return Err(listing_error(&url)(e)),
+            };
+            add(PathBuf::from(&rel), &object)?;
+            continue;
+        }
+        let base = components[..literal].join("/");
+        let pattern = &components[literal..];
+        let base_url = if base.is_empty() {
+            data_url.display().to_string()
+        } else {
+            format!("{}/{base}", data_url.display())
+        };
+        let objects = root
+            .list(&base_url, MAX_FILES)
+            .map_err(listing_error(&base_url))?;
+        let mut matched = false;
+        for object in &objects {
+            let parts: Vec<&str> = object.relative.split('/').collect();
+            if !visible(&object.relative) || !glob_match(pattern, &parts) {
+                continue;
+            }
+            check_depth(&object.relative)?;
+            let rel = if base.is_empty() {
+                object.relative.clone()
+            } else {
+                format!("{base}/{}", object.relative)
+            };
+            add(PathBuf::from(rel), object)?;
+            matched = true;
+        }
+        if !matched {
+            return Err(TableError::NoMatch { pattern: text });
+        }
+    }
+    Ok(Listing {
+        root: data_url.to_path_buf(),
+        files,
+        file_versions: versions,
+        dirs: Vec::new(),
+    })
+}
+
+/// The existing table name closest to `name` (as the local rule: edit distance at most
+/// half its length); `None` when the root cannot be listed.
+fn nearest_table(root: &ObjectRoot, data_url: &Path, name: &str) -> Option<String> {
+    let candidates = root.child_prefixes(&data_url.display().to_string()).ok()?;
+    let mut best: Option<(usize, String)> = None;
+    for candidate in candidates.into_iter().take(10_000) {
+        if is_hidden_entry(&candidate) {
+            continue;
+        }
+        let d = edit_distance(name, &candidate);
+        if best
+            .as_ref()
+            .is_none_or(|(bd, bn)| (d, &candidate) < (*bd, bn))
+        {
+            best = Some((d, candidate));
+        }
+    }
+    best.filter(|(d, _)| *d <= name.chars().count().max(2) / 2 + 1)
+        .map(|(_, n)| n)
+}
