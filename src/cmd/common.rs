@@ -46,6 +46,110 @@ pub(crate) fn data_dir(flag: Option<&Path>) -> PathBuf {
     }
 }
 
+/// A command's data root and the local directory that stands for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DataRoot {
+    /// What the daemon serves: a local directory, or an object-storage prefix
+    /// (`s3://bucket/prefix`).
+    pub(crate) root: PathBuf,
+    /// The local directory whose `.ringscan/` holds the daemon's socket, lock and log
+    /// and the run records: the data directory itself, or for an object-storage root
+    /// its state directory (`--state`, else one under the user's cache directory
+    /// named after the URL).
+    pub(crate) local: PathBuf,
+}
+
+impl DataRoot {
+    /// `--data` (else `$RINGSCAN_DATA`, else `./ringscan-data`) and `--state`.
+    pub(crate) fn new(data: Option<&Path>, state: Option<&Path>) -> anyhow::Result<Self> {
+        let root = data_dir(data);
+        if !ringscan_io_daemon::storage::is_object_url(&root) {
+            anyhow::ensure!(
+                state.is_none(),
+                "--state is for object-storage roots (s3://...); a local data directory \
+                 keeps its state in {}",
+                root.join(".ringscan").display()
+            );
+            return Ok(Self {
+                local: root.clone(),
+                root,
+            });
+        }
+        let url = ringscan_io_daemon::storage::object::normalize_url(&root.to_string_lossy())?;
+        let local = match state {
+            Some(dir) => dir.to_path_buf(),
+            None => default_state_dir(&url)?,
+        };
+        Ok(Self {
+            root: PathBuf::from(url),
+            local,
+        })
+    }
+
+    /// A local data directory.
+    pub(crate) fn local(dir: &Path) -> Self {
+        Self {
+            root: dir.to_path_buf(),
+            local: dir.to_path_buf(),
+        }
+    }
+
+    /// Whether the root is in object storage.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.root != self.local
+    }
+
+    /// Fails for a local data directory that does not exist; makes a remote root's
+    /// state directory.
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
+        if self.is_remote() {
+            std::fs::create_dir_all(&self.local).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot create the state directory {} of {}: {e}",
+                    self.local.display(),
+                    self.root.display()
+                )
+            })?;
+            return Ok(());
+        }
+        anyhow::ensure!(
+            self.root.is_dir(),
+            "data directory {} does not exist (generate data with `ringscan generate`, or pass --data)",
+            self.root.display()
+        );
+        Ok(())
+    }
+}
+
+/// `$XDG_CACHE_HOME/ringscan/<url as a name>` (else under `~/.cache`): the URL's
+/// characters that are not letters or digits become `_`, and a digest of the URL tells
+/// apart the URLs that would then look alike.
+fn default_state_dir(url: &str) -> anyhow::Result<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|home| PathBuf::from(home).join(".cache"))
+        })
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{url}: no cache directory (set HOME or XDG_CACHE_HOME, or pass --state DIR)"
+            )
+        })?;
+    let name: String = url
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let digest = url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    Ok(cache
+        .join("ringscan")
+        .join(format!("{name}-{:08x}", digest as u32)))
+}
+
 /// Parses a count: `10000000`, `10_000_000`, `10,000,000`, `10M`, `1.5k`, `1e7`.
 pub(crate) fn parse_count(text: &str) -> Result<u64, String> {
     let cleaned: String = text
@@ -118,6 +222,28 @@ mod tests {
         assert!(parse_count("lots").is_err());
         assert!(parse_count("1e30").is_err());
         assert!(parse_count("99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn object_storage_roots_get_a_local_state_directory() {
+        let state = Path::new("/tmp/state");
+        let root = DataRoot::new(Some(Path::new("s3://bucket/a/b/")), Some(state)).unwrap();
+        assert_eq!(root.root, Path::new("s3://bucket/a/b"));
+        assert_eq!(root.local, state);
+        assert!(root.is_remote());
+        let a = default_state_dir("s3://bucket/a_b").unwrap();
+        let b = default_state_dir("s3://bucket/a/b").unwrap();
+        assert_ne!(a, b);
+        assert!(
+            a.to_string_lossy().contains("s3___bucket_a_b-"),
+            "{}",
+            a.display()
+        );
+        let local = DataRoot::new(Some(Path::new("data")), None).unwrap();
+        assert_eq!(local, DataRoot::local(Path::new("data")));
+        assert!(!local.is_remote());
+        assert!(DataRoot::new(Some(Path::new("data")), Some(state)).is_err());
+        assert!(DataRoot::new(Some(Path::new("s3://Bad/x")), None).is_err());
     }
 
     #[test]

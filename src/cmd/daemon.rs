@@ -15,7 +15,7 @@ use ringscan_io_daemon::scan::IoMode;
 use ringscan_io_daemon::server::{self, create_state_dir, log_path, parse_duration, DaemonConfig};
 use ringscan_ipc::client::{ensure_daemon, socket_path, DaemonClient};
 
-use super::common::data_dir;
+use super::common::DataRoot;
 
 /// How long `start` waits for the new daemon to answer, and `stop` for it to exit.
 const WAIT: Duration = Duration::from_secs(10);
@@ -41,9 +41,16 @@ enum Action {
 
 #[derive(Debug, clap::Args)]
 struct Opts {
-    /// Data directory [default: $RINGSCAN_DATA, else ./ringscan-data].
-    #[arg(long, value_name = "DIR")]
+    /// Data directory, or an object-storage prefix `s3://bucket/prefix` (read-only;
+    /// endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP) [default: $RINGSCAN_DATA, else
+    /// ./ringscan-data].
+    #[arg(long, value_name = "DIR|URL")]
     data: Option<PathBuf>,
+    /// For an s3:// root: the local directory for the daemon's socket, log and run
+    /// records [default: one under the user's cache directory named after the URL].
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
     /// Exit after this long without connections (e.g. 30s, 10m, 1h).
     #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
     idle_timeout: Duration,
@@ -100,10 +107,18 @@ pub(crate) fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+impl Opts {
+    fn root(&self) -> anyhow::Result<DataRoot> {
+        DataRoot::new(self.data.as_deref(), self.state.as_deref())
+    }
+}
+
 fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     let opts = &run.opts;
-    let data = data_dir(opts.data.as_deref());
+    let root = opts.root()?;
+    let data = root.root.clone();
     let mut config = DaemonConfig::new(&data);
+    config.state_dir = root.is_remote().then(|| root.local.clone());
     config.idle_timeout = opts.idle_timeout;
     config.io_mode = run.io;
     config.column_cache_bytes = run.column_cache_bytes;
@@ -118,32 +133,38 @@ fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Spawns `exe daemon run --data <data_dir> --idle-timeout <idle_timeout> --detached`:
+/// Spawns `exe daemon run --data <root> [--state <local>] --idle-timeout <idle_timeout>
+/// --detached`:
 /// the first thing it does is to leave our session for its own (no controlling
 /// terminal: a Ctrl-C or hang-up of the caller's terminal does not reach it; not a
 /// process group of its own first, whose leader could not), stdin from /dev/null,
-/// stdout and stderr appended to `<data>/.ringscan/io.log`. A thread reaps it if it
+/// stdout and stderr appended to `<local>/.ringscan/io.log`. A thread reaps it if it
 /// exits while we live (a long-lived caller would otherwise keep a zombie that
 /// `kill(pid, 0)` reports alive); once we exit, init does. Returns its pid once spawned;
 /// the caller waits for it to answer (see `ensure_daemon`). `ringscan query` passes
 /// this to `ringscan_ipc::client::ensure_daemon`.
 pub(crate) fn spawn_detached(
     exe: &Path,
-    data_dir: &Path,
+    data: &DataRoot,
     idle_timeout: Duration,
 ) -> std::io::Result<u32> {
     use std::os::unix::fs::OpenOptionsExt;
-    create_state_dir(data_dir)?;
+    create_state_dir(&data.local)?;
     let log = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(log_path(data_dir))?;
-    let child = Command::new(exe)
+        .open(log_path(&data.local))?;
+    let mut command = Command::new(exe);
+    command
         .arg("daemon")
         .arg("run")
         .arg("--data")
-        .arg(data_dir)
+        .arg(&data.root);
+    if data.is_remote() {
+        command.arg("--state").arg(&data.local);
+    }
+    let child = command
         .arg("--idle-timeout")
         .arg(format!("{}ms", idle_timeout.as_millis()))
         .arg("--detached")
@@ -164,22 +185,19 @@ pub(crate) fn spawn_detached(
 }
 
 fn start(opts: &Opts) -> anyhow::Result<ExitCode> {
-    let data = data_dir(opts.data.as_deref());
-    anyhow::ensure!(
-        data.is_dir(),
-        "data directory {} does not exist",
-        data.display()
-    );
+    let root = opts.root()?;
+    root.check()?;
+    let data = root.root.clone();
     let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
     let spawned = std::cell::Cell::new(false);
     let spawn = || {
         spawned.set(true);
-        spawn_detached(&exe, &data, opts.idle_timeout).map(drop)
+        spawn_detached(&exe, &root, opts.idle_timeout).map(drop)
     };
-    let mut client = ensure_daemon(&data, &spawn, WAIT).with_context(|| {
+    let mut client = ensure_daemon(&root.local, &spawn, WAIT).with_context(|| {
         format!(
             "the IO daemon did not start (see {})",
-            log_path(&data).display()
+            log_path(&root.local).display()
         )
     })?;
     let status = client
@@ -207,8 +225,9 @@ fn connect(data: &Path) -> Option<DaemonClient> {
 }
 
 fn status(opts: &Opts) -> anyhow::Result<ExitCode> {
-    let data = data_dir(opts.data.as_deref());
-    let Some(mut client) = connect(&data) else {
+    let root = opts.root()?;
+    let data = root.root.clone();
+    let Some(mut client) = connect(&root.local) else {
         println!("no daemon running for {}", data.display());
         return Ok(ExitCode::FAILURE);
     };
@@ -262,11 +281,12 @@ fn status(opts: &Opts) -> anyhow::Result<ExitCode> {
 }
 
 fn stop(opts: &Opts) -> anyhow::Result<ExitCode> {
-    let data = data_dir(opts.data.as_deref());
-    let Some(mut client) = connect(&data) else {
-        println!("no daemon running for {}", data.display());
+    let root = opts.root()?;
+    let Some(mut client) = connect(&root.local) else {
+        println!("no daemon running for {}", root.root.display());
         return Ok(ExitCode::FAILURE);
     };
+    let data = root.local.clone();
     let pid = client.status().map(|s| s.pid).ok();
     client.stop().context("asking the daemon to stop")?;
     let start = Instant::now();
@@ -291,8 +311,8 @@ fn stop(opts: &Opts) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(20));
     }
     match pid {
-        Some(pid) => println!("stopped IO daemon pid {pid} for {}", data.display()),
-        None => println!("stopped IO daemon for {}", data.display()),
+        Some(pid) => println!("stopped IO daemon pid {pid} for {}", root.root.display()),
+        None => println!("stopped IO daemon for {}", root.root.display()),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -330,7 +350,7 @@ mod tests {
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir(&data).unwrap();
-        let pid = spawn_detached(&exe, &data, Duration::from_secs(1)).unwrap();
+        let pid = spawn_detached(&exe, &DataRoot::local(&data), Duration::from_secs(1)).unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while proc_stat(pid).is_some() {
             assert!(

@@ -68,6 +68,12 @@ impl FileFormat {
 
 pub(crate) fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
     let data = data_dir(args.data.as_deref());
+    anyhow::ensure!(
+        !ringscan_io_daemon::storage::is_object_url(&data),
+        "{} is an object-storage root, which ringscan reads only: ingest needs a local data \
+         directory",
+        data.display()
+    );
     let mut session = super::query::open_sql_session(&data, &EngineOptions::default())?;
     let schema = session
         .table_schema(&args.table)

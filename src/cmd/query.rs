@@ -17,7 +17,7 @@ use ringscan_executor::{QueryOutcome, QueryResult};
 use ringscan_ipc::msg::ScanSummary;
 use serde_json::{json, Map, Value};
 
-use super::common::{data_dir, finish_recording, human_bytes, human_count, start_recording};
+use super::common::{finish_recording, human_bytes, human_count, start_recording, DataRoot};
 use super::daemon::spawn_detached;
 
 /// How long a daemon started by a query stays up without work.
@@ -41,9 +41,15 @@ pub(crate) struct QueryArgs {
     /// Statements before the last (`SET TimeZone = 'Europe/Berlin'; SELECT ...`) run
     /// first, for their effect; the last one's rows are printed.
     sql: String,
-    /// Data directory [default: $RINGSCAN_DATA, else ./ringscan-data].
-    #[arg(long)]
+    /// Data directory, or an object-storage prefix `s3://bucket/prefix` (read-only;
+    /// endpoint and credentials from the AWS_* variables) [default: $RINGSCAN_DATA,
+    /// else ./ringscan-data].
+    #[arg(long, value_name = "DIR|URL")]
     data: Option<PathBuf>,
+    /// For an s3:// root: the local directory for the daemon's socket, log and run
+    /// records [default: one under the user's cache directory named after the URL].
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
     /// How to print the rows.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -107,23 +113,23 @@ impl Latency {
     }
 }
 
-/// Opens a SQL session on `data`, starting its daemon if none answers.
+/// Opens a SQL session on the local data directory `data`, starting its daemon if
+/// none answers.
 pub(crate) fn open_sql_session(data: &Path, options: &EngineOptions) -> anyhow::Result<SqlSession> {
-    let exe = daemon_exe(data)?;
-    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT).map(drop);
-    SqlSession::open(data, &spawn, options)
-        .with_context(|| format!("cannot reach the IO daemon of {}", data.display()))
+    open_root_session(&DataRoot::local(data), options)
 }
 
-/// The executable that runs the daemon, once `data` is known to exist.
-fn daemon_exe(data: &Path) -> anyhow::Result<PathBuf> {
-    if !data.is_dir() {
-        bail!(
-            "data directory {} does not exist (generate data with `ringscan generate`, or pass --data)",
-            data.display()
-        );
-    }
-    std::env::current_exe().context("cannot find the ringscan executable")
+/// Opens a SQL session on `data` (a local directory or an object-storage root),
+/// starting its daemon if none answers.
+pub(crate) fn open_root_session(
+    data: &DataRoot,
+    options: &EngineOptions,
+) -> anyhow::Result<SqlSession> {
+    data.check()?;
+    let exe = std::env::current_exe().context("cannot find the ringscan executable")?;
+    let spawn = || spawn_detached(&exe, data, DAEMON_IDLE_TIMEOUT).map(drop);
+    SqlSession::open(&data.local, &spawn, options)
+        .with_context(|| format!("cannot reach the IO daemon of {}", data.root.display()))
 }
 
 /// The session zone asked for: `--time-zone`, else `$RINGSCAN_TIME_ZONE` (an empty
@@ -135,7 +141,8 @@ fn time_zone(flag: Option<&str>) -> Option<String> {
 }
 
 pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
-    let data = data_dir(args.data.as_deref());
+    let root = DataRoot::new(args.data.as_deref(), args.state.as_deref())?;
+    let data = root.local.clone();
     let recorder = start_recording("query", std::env::args().skip(2).collect());
     let ring_capacity_bytes = args.ring_mib as usize * (1 << 20);
     let mut options = EngineOptions {
@@ -153,7 +160,7 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     let Some((sql, setup)) = statements.split_last() else {
         bail!("no SQL statement was given");
     };
-    let mut session = open_sql_session(&data, &options)?;
+    let mut session = open_root_session(&root, &options)?;
     for statement in setup {
         drop(session.query(statement, false)?);
     }

@@ -11,7 +11,7 @@ use clap::Args;
 use ringscan_executor::engine::EngineOptions;
 use ringscan_serve::{ServeOptions, Spawn};
 
-use super::common::data_dir;
+use super::common::DataRoot;
 use super::daemon::spawn_detached;
 use ringscan_ipc::client::{socket_path, DaemonClient};
 
@@ -21,9 +21,15 @@ const DAEMON_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// Arguments of `ringscan serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// Data directory [default: $RINGSCAN_DATA, else ./ringscan-data].
-    #[arg(long)]
+    /// Data directory, or an object-storage prefix `s3://bucket/prefix` (read-only;
+    /// endpoint and credentials from the AWS_* variables) [default: $RINGSCAN_DATA,
+    /// else ./ringscan-data].
+    #[arg(long, value_name = "DIR|URL")]
     data: Option<PathBuf>,
+    /// For an s3:// root: the local directory for the daemon's socket, log and run
+    /// records [default: one under the user's cache directory named after the URL].
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
     /// Address to listen on (port 0: any free port, printed when ready).
     #[arg(long, default_value = "127.0.0.1:5433")]
     listen: SocketAddr,
@@ -63,15 +69,12 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
-    let data = data_dir(args.data.as_deref());
-    if !data.is_dir() {
-        anyhow::bail!(
-            "data directory {} does not exist (generate data with `ringscan generate`, or pass --data)",
-            data.display()
-        );
-    }
+    let root = DataRoot::new(args.data.as_deref(), args.state.as_deref())?;
+    root.check()?;
+    // The host sees the local directory standing for the root (the daemon's socket).
+    let data = root.local.clone();
     let exe = std::env::current_exe()?;
-    let daemon_data = data.clone();
+    let daemon_data = root;
     // Whether this host started the daemon: then it stops it when it exits.
     let started = Arc::new(AtomicBool::new(false));
     let started_by_us = Arc::clone(&started);
