@@ -478,3 +478,106 @@ fn bad_objects_buckets_and_credentials_are_named_and_the_daemon_serves_on() {
     assert!(text.contains("s3://lake/r/part"), "{text}");
     assert!(text.contains("access denied"), "{text}");
 }
+
+#[test]
+fn daemon_commands_and_the_postgres_host_take_an_s3_root() {
+    let Some(python) = python_or_skip("daemon_commands_and_the_postgres_host_take_an_s3_root")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
+    let local = dir.path().join("data");
+    std::fs::create_dir_all(&local).expect("mkdir");
+    write_partitioned(&local);
+    moto.boto("s3.create_bucket(Bucket='lake')");
+    moto.upload_dir(&local, "lake", "r");
+    let url = "s3://lake/r";
+    let endpoint = moto.endpoint();
+    let state = dir.path().join("state");
+    let host_state = dir.path().join("host-state");
+    let _daemons = Daemons {
+        roots: vec![
+            (url.to_owned(), Some(state.clone())),
+            (url.to_owned(), Some(host_state.clone())),
+        ],
+        endpoint: &endpoint,
+    };
+
+    let started = ringscan(&["daemon", "start"], url, Some(&state), &endpoint);
+    assert!(started.status.success(), "{}", stderr(&started));
+    assert!(stdout(&started).contains("started"), "{}", stdout(&started));
+    assert!(state.join(".ringscan/io.sock").exists());
+    let status = ringscan(&["daemon", "status"], url, Some(&state), &endpoint);
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(
+        stdout(&status).contains("s3://lake/r"),
+        "{}",
+        stdout(&status)
+    );
+    // `--state` is for object-storage roots only.
+    let local_text = local.display().to_string();
+    let refused = ringscan(&["daemon", "status"], &local_text, Some(&state), &endpoint);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("--state"), "{}", stderr(&refused));
+
+    // The host, with the S3 client's environment for the daemon it starts.
+    let log = dir.path().join("host.log");
+    let out = File::create(&log).expect("log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ringscan"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AWS_") {
+            command.env_remove(name);
+        }
+    }
+    let child = command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data", url, "--state"])
+        .arg(&host_state)
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ALLOW_HTTP", "true")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
+        .spawn()
+        .expect("spawn ringscan serve");
+    let mut host = common::serve::Host { child, port: 0 };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while host.port == 0 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(port) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("listening on 127.0.0.1:"))
+        {
+            host.port = port.trim().parse().expect("port");
+        }
+        assert!(
+            host.child.try_wait().expect("wait").is_none(),
+            "ringscan serve exited: {text}"
+        );
+        assert!(Instant::now() < deadline, "no 'listening on' line: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let script = format!(
+        "import psycopg\n\
+         c = psycopg.connect('host=127.0.0.1 port={} user=me')\n\
+         print(c.execute('SELECT region, count(*) FROM part WHERE year = 2024 \
+         GROUP BY region ORDER BY region').fetchall())\n",
+        host.port
+    );
+    let out = Command::new(python)
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}\nhost log:\n{}",
+        stderr(&out),
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(stdout(&out).trim(), "[('east', 5000), ('west', 5000)]");
+    assert!(host_state.join(".ringscan/io.sock").exists());
+}
