@@ -321,6 +321,7 @@ fn queries_over_a_bucket_answer_as_over_the_local_copy() {
     assert!(stats.status.success(), "{}", stderr(&stats));
     let text = stderr(&stats);
     assert!(text.contains("pruned"), "{text}");
+    assert!(text.contains("object store: "), "{text}");
 
     // A rewritten object is read at its new version, never from the footer cache.
     std::fs::remove_dir_all(local.join("part/region=east")).expect("rm");

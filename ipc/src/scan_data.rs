@@ -292,6 +292,18 @@ pub struct ScanSummary {
     /// Rows sent through the ring.
     #[serde(default)]
     pub rows_emitted: u64,
+    /// Requests the scan sent to object storage (ranged GETs and HEADs; 0 for local
+    /// files). Counted per bucket over the scan's time, so scans of one bucket running
+    /// at once see each other's too.
+    #[serde(default)]
+    pub store_requests: u64,
+    /// Bytes object storage sent the scan (what `bytes_read` fetched remotely).
+    #[serde(default)]
+    pub store_bytes_fetched: u64,
+    /// Time spent waiting on object storage, summed over the scan's threads
+    /// (microseconds).
+    #[serde(default)]
+    pub store_wait_us: u64,
     /// Stage timings.
     #[serde(default)]
     pub timings: ScanTimings,
@@ -327,6 +339,9 @@ impl Default for ScanSummary {
             page_index_cache_hits: 0,
             rows_decoded: 0,
             rows_emitted: 0,
+            store_requests: 0,
+            store_bytes_fetched: 0,
+            store_wait_us: 0,
             timings: ScanTimings::default(),
             counters: serde_json::Value::Null,
         }
@@ -368,6 +383,9 @@ impl ScanSummary {
         self.page_index_cache_hits += earlier.page_index_cache_hits;
         self.rows_decoded += earlier.rows_decoded;
         self.rows_emitted += earlier.rows_emitted;
+        self.store_requests += earlier.store_requests;
+        self.store_bytes_fetched += earlier.store_bytes_fetched;
+        self.store_wait_us += earlier.store_wait_us;
         let (t, e) = (&mut self.timings, &earlier.timings);
         t.total_us += e.total_us;
         t.plan_us += e.plan_us;

@@ -321,6 +321,14 @@ fn print_stats(
             human_count(s.column_cache_hits)
         );
     }
+    if s.store_requests > 0 {
+        eprintln!(
+            "object store: {} requests, {} fetched, {} waiting (summed over threads)",
+            human_count(s.store_requests),
+            human_bytes(s.store_bytes_fetched),
+            ms(s.store_wait_us)
+        );
+    }
     if first.from_statistics {
         eprintln!("answered from Parquet statistics: no column data read, no row decoded");
     }

@@ -392,6 +392,12 @@ pub fn scan_files(
 ) -> Result<ScanSummary, ScanError> {
     let start = Instant::now();
     let mut summary = ScanSummary::default();
+    // What the bucket's client did meanwhile: the scan's requests (and those of scans
+    // of the same bucket running at once).
+    let store = crate::storage::is_object_url(spec.table_root)
+        .then(|| crate::storage::object_root(&spec.table_root.to_string_lossy()).ok())
+        .flatten();
+    let store_before = store.as_ref().map(|root| root.stats());
     let stop = AtomicBool::new(false);
     let inferred;
     let partition_types = match spec.partition_types {
@@ -468,6 +474,12 @@ pub fn scan_files(
         result
     });
     summary.timings.total_us = micros(start);
+    if let (Some(root), Some(before)) = (&store, store_before) {
+        let after = root.stats();
+        summary.store_requests = after.requests.saturating_sub(before.requests);
+        summary.store_bytes_fetched = after.bytes_fetched.saturating_sub(before.bytes_fetched);
+        summary.store_wait_us = after.wait_us.saturating_sub(before.wait_us);
+    }
     result.map(|()| summary)
 }
 
