@@ -47,7 +47,7 @@ pub trait ByteRangeSource: Send + Sync + std::fmt::Debug {
 
     /// Ranges closer than this are read as one (the gap read and dropped): fewer system
     /// calls or requests for a few wasted bytes. Local positional reads are cheap, so
-    /// the default merges only touching ranges; an object store would say about 1 MiB.
+    /// the default merges only touching ranges; an object store says more (tens of KiB).
     fn coalesce_gap(&self) -> u64 {
         0
     }

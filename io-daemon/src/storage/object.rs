@@ -14,7 +14,9 @@
 //! - [`ObjectSource::read_ranges`] splits and fetches ranges concurrently
 //!   ([`MAX_CONCURRENT_REQUESTS`] in flight, at most [`MAX_REQUEST_BYTES`] each) and
 //!   [`ObjectSource::coalesce_gap`] asks callers to merge ranges closer than
-//!   [`COALESCE_GAP_BYTES`]: a request costs about as much as a megabyte.
+//!   [`COALESCE_GAP_BYTES`]: a request costs more than a few kilobytes, but a gap of a
+//!   whole column chunk is bytes the scan does not need (with the concurrency, more
+//!   requests cost little time).
 //!
 //! Every error names the object (`s3://bucket/key`) and says why in words: no such
 //! bucket, no such object, access denied, unreachable endpoint, changed while read.
@@ -41,8 +43,11 @@ use super::ByteRangeSource;
 
 /// The URL scheme of S3-compatible object storage.
 pub const S3_SCHEME: &str = "s3://";
-/// Ranges closer than this are fetched as one request.
-pub const COALESCE_GAP_BYTES: u64 = 1 << 20;
+/// Ranges closer than this are fetched as one request. At 1 MiB, the gaps between the
+/// column chunks a scan needs (other columns' chunks of ~100 KiB each) were merged in:
+/// the 1M-row ohlcv files fetched 6.9 MiB for a two-column scan that reads 1.6 MiB from
+/// local files, and 2.6 MiB for a selective query that reads 524 KiB.
+pub const COALESCE_GAP_BYTES: u64 = 64 << 10;
 /// The largest single ranged GET: larger ranges are split, and the parts fetched
 /// concurrently.
 pub const MAX_REQUEST_BYTES: u64 = 8 << 20;
