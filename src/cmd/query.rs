@@ -261,6 +261,9 @@ fn scan_json(s: &ScanSummary) -> Value {
         "rows_decoded": s.rows_decoded,
         "rows_emitted": s.rows_emitted,
         "column_cache_hits": s.column_cache_hits,
+        "store_requests": s.store_requests,
+        "store_bytes_fetched": s.store_bytes_fetched,
+        "store_wait_us": s.store_wait_us,
         "timings_us": s.timings,
     })
 }
