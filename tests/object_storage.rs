@@ -337,6 +337,8 @@ fn queries_over_a_bucket_answer_as_over_the_local_copy() {
         "root/v1/part/region=west/year=2024/p.parquet",
         &bytes,
     );
+    // The daemon reuses a listing for --list-ttl (1 s).
+    std::thread::sleep(Duration::from_millis(1200));
     let sql = "SELECT region, year, count(*), sum(amount) FROM part GROUP BY region, year ORDER BY region, year";
     let args = ["query", "--format", "csv", sql];
     let remote = ringscan(&args, url, Some(&state), &endpoint);

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use ringscan_ipc::msg::{FileVersion, ScanSource};
@@ -184,10 +184,22 @@ pub fn resolve(
 /// time): a directory changed within a tick of its listing could change again with the
 /// same mtime. A listing is kept only when everything in it is older than
 /// [`SETTLED`] before the listing began (as git treats "racily clean" files).
+///
+/// An object-storage listing has no directory versions to check: it is served again
+/// for [`object_listing_ttl`](Self::with_object_listing_ttl) after it was made (one
+/// statement asks for its tables' descriptions, statistics and scans within that), then
+/// listed anew; an object added or rewritten in the bucket is seen that much later.
 #[derive(Debug)]
 pub struct ResolveCache {
-    kept: Mutex<ringscan_lru::ByteLru<(PathBuf, ScanSource), ResolvedTable>>,
+    kept: Mutex<ringscan_lru::ByteLru<(PathBuf, ScanSource), KeptTable>>,
+    object_listing_ttl: Duration,
 }
+
+/// A resolved table, and for an object-storage root when it was listed.
+type KeptTable = (ResolvedTable, Option<Instant>);
+
+/// How long an object-storage listing is served again, unless told.
+pub const DEFAULT_OBJECT_LISTING_TTL: Duration = Duration::from_secs(1);
 
 /// How old a file or directory must be for a listing that includes it to be kept.
 const SETTLED: Duration = Duration::from_millis(50);
@@ -197,7 +209,14 @@ impl ResolveCache {
     pub fn new(capacity_bytes: usize) -> Self {
         Self {
             kept: Mutex::new(ringscan_lru::ByteLru::new(capacity_bytes)),
+            object_listing_ttl: DEFAULT_OBJECT_LISTING_TTL,
         }
+    }
+
+    /// Serves an object-storage listing again for `ttl` after it was made (0: never).
+    pub fn with_object_listing_ttl(mut self, ttl: Duration) -> Self {
+        self.object_listing_ttl = ttl;
+        self
     }
 
     /// [`resolve`], from the kept listing while it is current.
@@ -214,17 +233,26 @@ impl ResolveCache {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&key)
             .cloned();
-        if let Some(table) = kept {
-            if listing_current(data_dir, &table.listing) {
+        let object = is_object_url(data_dir);
+        if let Some((table, listed)) = kept {
+            let current = match listed {
+                Some(at) => at.elapsed() < self.object_listing_ttl,
+                None => listing_current(data_dir, &table.listing),
+            };
+            if current {
                 return Ok(table);
             }
         }
         let began = SystemTime::now();
+        let listed = Instant::now();
         let table = resolve(data_dir, source, cache)?;
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        // An object-storage listing has no directory versions to check it by: it is
-        // listed again for every request.
-        if listing_settled(&table.listing, began) && !is_object_url(data_dir) {
+        let keep = if object {
+            !self.object_listing_ttl.is_zero()
+        } else {
+            listing_settled(&table.listing, began)
+        };
+        if keep {
             let bytes = table
                 .listing
                 .file_versions
@@ -233,7 +261,7 @@ impl ResolveCache {
                 .map(|v| v.path.as_os_str().len() * 2 + 96)
                 .sum::<usize>()
                 + 512 * table.schema.fields().len();
-            kept.insert(key, table.clone(), bytes);
+            kept.insert(key, (table.clone(), object.then_some(listed)), bytes);
         } else {
             kept.remove(&key);
         }

@@ -89,6 +89,11 @@ struct RunOpts {
     /// ...or once the oldest of them is this old.
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_duration)]
     flush_age: Duration,
+    /// For an s3:// root: how long a table's listing is reused before the bucket is
+    /// listed again (objects added or rewritten are seen that much later; 0: every
+    /// request lists).
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration)]
+    list_ttl: Duration,
     /// Started by a client in the background: leave its session.
     #[arg(long, hide = true)]
     detached: bool,
@@ -127,6 +132,7 @@ fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     config.ring_budget_bytes = run.ring_budget_mib.map(|m| m.saturating_mul(1 << 20));
     config.max_ring_bytes = run.max_ring_mib.saturating_mul(1 << 20);
     config.detach = run.detached;
+    config.list_ttl = run.list_ttl;
     config.ingest.flush_bytes = run.flush_mib.saturating_mul(1 << 20);
     config.ingest.flush_age = run.flush_age;
     server::run(config).with_context(|| format!("IO daemon for {}", data.display()))?;

@@ -1,4 +1,5 @@
-//! `ringscan-io --data DIR|s3://bucket/prefix [--state DIR] [--idle-timeout 10m] [--session-idle-timeout 5m] [--max-scans N]
+//! `ringscan-io --data DIR|s3://bucket/prefix [--state DIR] [--list-ttl 1s]
+//! [--idle-timeout 10m] [--session-idle-timeout 5m] [--max-scans N]
 //! [--memory-budget-mib N] [--cache-bytes N] [--column-cache-bytes N] [--io pread|mmap]`: the
 //! IO daemon in the foreground. Exits 0 when stopped or idle, 1 on an error (another
 //! daemon already serves the directory, say), 2 on a usage error.
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 use ringscan_io_daemon::server::{parse_duration, run, DaemonConfig};
 
 const USAGE: &str =
-    "usage: ringscan-io --data DIR|s3://bucket/prefix [--state DIR] [--idle-timeout 10m] [--session-idle-timeout 5m] [--max-scans N] \
+    "usage: ringscan-io --data DIR|s3://bucket/prefix [--state DIR] [--list-ttl 1s] [--idle-timeout 10m] [--session-idle-timeout 5m] [--max-scans N] \
      [--memory-budget-mib N] [--cache-bytes N] [--column-cache-bytes N] [--io pread|mmap]";
 
 fn parse(args: &[String]) -> Result<DaemonConfig, String> {
@@ -37,6 +38,7 @@ fn parse(args: &[String]) -> Result<DaemonConfig, String> {
         match name {
             "--data" => data = Some(PathBuf::from(value)),
             "--state" => config.state_dir = Some(PathBuf::from(value)),
+            "--list-ttl" => config.list_ttl = parse_duration(&value)?,
             "--idle-timeout" => config.idle_timeout = parse_duration(&value)?,
             "--session-idle-timeout" => config.session_idle_timeout = parse_duration(&value)?,
             "--memory-budget-mib" => {

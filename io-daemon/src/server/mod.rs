@@ -67,6 +67,9 @@ pub struct DaemonConfig {
     /// `.ringscan/` holds the socket, lock and log (required then; ignored for a local
     /// root, whose state lives in `<data>/.ringscan/`).
     pub state_dir: Option<PathBuf>,
+    /// For an object-storage root: how long a table's listing is served again before
+    /// the bucket is listed anew (an object added or rewritten is seen that much later).
+    pub list_ttl: Duration,
     /// Exit after this long with no connection open.
     pub idle_timeout: Duration,
     /// A connection waiting this long for its client's next request (or a session's
@@ -115,6 +118,7 @@ impl DaemonConfig {
         Self {
             data_dir: data_dir.into(),
             state_dir: None,
+            list_ttl: crate::table::DEFAULT_OBJECT_LISTING_TTL,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             session_idle_timeout: Self::DEFAULT_SESSION_IDLE_TIMEOUT,
             max_concurrent_scans: Self::DEFAULT_MAX_CONCURRENT_SCANS,
@@ -520,7 +524,8 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     }
     let shared = Arc::new(Shared {
         ingest: ingest.map(|(ingest, _)| ingest),
-        resolved: crate::table::ResolveCache::new(RESOLVE_CACHE_BYTES),
+        resolved: crate::table::ResolveCache::new(RESOLVE_CACHE_BYTES)
+            .with_object_listing_ttl(config.list_ttl),
         cache: MetadataCache::new(usize::try_from(plan.metadata_cache_bytes).unwrap_or(usize::MAX))
             .with_column_cache(usize::try_from(plan.column_cache_bytes).unwrap_or(usize::MAX)),
         log,
