@@ -584,3 +584,75 @@ fn daemon_commands_and_the_postgres_host_take_an_s3_root() {
     assert_eq!(stdout(&out).trim(), "[('east', 5000), ('west', 5000)]");
     assert!(host_state.join(".ringscan/io.sock").exists());
 }
+
+/// The object reader against the server: ranges larger than one request are split,
+/// fetched concurrently and put back together; ranges past the end are refused; a
+/// rewritten object is not read at its old version.
+#[test]
+fn object_ranges_are_split_fetched_and_joined_exactly() {
+    use ringscan_io_daemon::storage::object::{ObjectRoot, MAX_REQUEST_BYTES};
+    use ringscan_io_daemon::storage::ByteRangeSource;
+    let Some(python) = python_or_skip("object_ranges_are_split_fetched_and_joined_exactly") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
+    moto.boto("s3.create_bucket(Bucket='blobs')");
+    let len = MAX_REQUEST_BYTES * 2 + 12_345;
+    let data: Vec<u8> = (0..len)
+        .map(|i| (i.wrapping_mul(131) % 251) as u8)
+        .collect();
+    moto.put("blobs", "a/b.bin", &data);
+    let endpoint = moto.endpoint();
+    let root = Arc::new(
+        ObjectRoot::with_settings(
+            "blobs",
+            [
+                ("aws_endpoint", endpoint.as_str()),
+                ("aws_access_key_id", "test"),
+                ("aws_secret_access_key", "test"),
+                ("aws_region", "us-east-1"),
+                ("aws_allow_http", "true"),
+            ],
+        )
+        .expect("client"),
+    );
+    let object = root.open("s3://blobs/a/b.bin").expect("open");
+    assert_eq!(object.len(), len);
+    let ranges = [
+        0..10,
+        100..MAX_REQUEST_BYTES + 200,
+        MAX_REQUEST_BYTES + 209..len,
+        len..len,
+    ];
+    let parts = object.read_ranges(&ranges).expect("read");
+    assert_eq!(parts.len(), ranges.len());
+    for (range, part) in ranges.iter().zip(&parts) {
+        let (a, b) = (range.start as usize, range.end as usize);
+        assert!(part[..] == data[a..b], "{range:?}");
+    }
+    assert!(object.read_range(len - 1..len + 1).is_err());
+    let before = root.stats();
+    let wanted: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+    // The two large ranges take two requests each; the HEAD of `open` one more.
+    assert_eq!(
+        (before.requests, before.bytes_fetched),
+        (6, wanted),
+        "{before:?}"
+    );
+
+    // Rewritten: the old version's reads fail (If-Match), a new open reads the new one.
+    moto.put("blobs", "a/b.bin", b"new contents");
+    let err = object
+        .read_range(0..10)
+        .expect_err("the old version is gone");
+    assert!(!err.to_string().is_empty());
+    let fresh = root.head("s3://blobs/a/b.bin").expect("head");
+    assert_eq!(fresh.size, 12);
+    let missing = root.open("s3://blobs/a/none.bin").expect_err("missing");
+    assert!(
+        missing.to_string().contains("s3://blobs/a/none.bin"),
+        "{missing}"
+    );
+    assert!(missing.to_string().contains("no such object"), "{missing}");
+}

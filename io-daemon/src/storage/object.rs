@@ -279,6 +279,20 @@ impl fmt::Debug for ObjectRoot {
 impl ObjectRoot {
     /// The client of `bucket`, configured from the `AWS_*` environment variables.
     pub fn from_env(bucket: &str) -> Result<Self, StorageError> {
+        let pairs: Vec<(String, String)> = std::env::vars()
+            .filter(|(key, _)| key.starts_with("AWS_"))
+            .map(|(key, value)| (key.to_ascii_lowercase(), value))
+            .collect();
+        Self::with_settings(bucket, pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    /// The client of `bucket` configured by `settings`: `object_store`'s S3 keys
+    /// (`aws_endpoint`, `aws_access_key_id`, `aws_allow_http`...); unknown keys are
+    /// ignored, as the environment's are.
+    pub fn with_settings<'s>(
+        bucket: &str,
+        settings: impl IntoIterator<Item = (&'s str, &'s str)>,
+    ) -> Result<Self, StorageError> {
         let url = format!("{S3_SCHEME}{bucket}");
         let config_error = |reason: String| StorageError::Config {
             url: url.clone(),
@@ -294,7 +308,13 @@ impl ObjectRoot {
             retry_timeout: RETRY.total,
         };
         let timeout = format!("{}ms", REQUEST_TIMEOUT.as_millis());
-        let store = AmazonS3Builder::from_env()
+        let mut builder = AmazonS3Builder::new();
+        for (key, value) in settings {
+            if let Ok(key) = key.parse::<AmazonS3ConfigKey>() {
+                builder = builder.with_config(key, value);
+            }
+        }
+        let store = builder
             .with_bucket_name(bucket)
             .with_retry(retry)
             .with_config(
