@@ -656,3 +656,180 @@ fn object_ranges_are_split_fetched_and_joined_exactly() {
     );
     assert!(missing.to_string().contains("no such object"), "{missing}");
 }
+
+/// A loopback HTTP proxy in front of the server that answers some requests itself with
+/// `503 Slow Down` and delays others: one request per connection (it closes each).
+struct FaultProxy {
+    port: u16,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the proxy does to request number `n` (from 0).
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Every request passes.
+    None,
+    /// Every `k`th request gets a 503; the others pass after `delay_ms`.
+    Every { k: u64, delay_ms: u64 },
+    /// Every request gets a 503.
+    All,
+}
+
+impl FaultProxy {
+    fn start(upstream: u16, fault: Arc<std::sync::Mutex<Fault>>) -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let count = Arc::new(AtomicU64::new(0));
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                let Ok((mut client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let (count, fault) = (Arc::clone(&count), Arc::clone(&fault));
+                std::thread::spawn(move || {
+                    let _ = client.set_nonblocking(false);
+                    let _ = client.set_read_timeout(Some(Duration::from_secs(10)));
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 8192];
+                    let head_end = loop {
+                        if let Some(i) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match client.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&request[..head_end]).into_owned();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    while request.len() < head_end + length {
+                        match client.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let n = count.fetch_add(1, Ordering::Relaxed);
+                    let fault = *fault.lock().unwrap_or_else(|e| e.into_inner());
+                    let fail = match fault {
+                        Fault::None => false,
+                        Fault::Every { k, delay_ms } => {
+                            std::thread::sleep(Duration::from_millis(delay_ms));
+                            n % k == 0
+                        }
+                        Fault::All => true,
+                    };
+                    if fail {
+                        let _ = client.write_all(
+                            b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        );
+                        return;
+                    }
+                    // Forward with `Connection: close`, copy the answer back to its end.
+                    let mut lines: Vec<&str> = head[..head.len() - 4]
+                        .split("\r\n")
+                        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+                        .collect();
+                    lines.push("Connection: close");
+                    let mut forwarded = lines.join("\r\n").into_bytes();
+                    forwarded.extend_from_slice(b"\r\n\r\n");
+                    forwarded.extend_from_slice(&request[head_end..]);
+                    let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                        return;
+                    };
+                    if server.write_all(&forwarded).is_err() {
+                        return;
+                    }
+                    let _ = std::io::copy(&mut server, &mut client);
+                });
+            }
+        });
+        Self {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// 503s and slow answers are retried with backoff (same answers); a store that fails
+/// every request ends the statement with the object and the cause after the retries,
+/// and the daemon answers again once the store does.
+#[test]
+fn server_errors_and_slow_answers_are_retried() {
+    let Some(python) = python_or_skip("server_errors_and_slow_answers_are_retried") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
+    let local = dir.path().join("data");
+    std::fs::create_dir_all(&local).expect("mkdir");
+    write_partitioned(&local);
+    moto.boto("s3.create_bucket(Bucket='lake')");
+    moto.upload_dir(&local, "lake", "r");
+    let fault = Arc::new(std::sync::Mutex::new(Fault::None));
+    let proxy = FaultProxy::start(moto.port, Arc::clone(&fault));
+    let endpoint = format!("http://127.0.0.1:{}", proxy.port);
+    let url = "s3://lake/r";
+    let state = dir.path().join("state");
+    let local_text = local.display().to_string();
+    let _daemons = Daemons {
+        roots: vec![
+            (url.to_owned(), Some(state.clone())),
+            (local_text.clone(), None),
+        ],
+        endpoint: &endpoint,
+    };
+    let sql = "SELECT region, year, count(*), sum(amount) FROM part WHERE id % 3 = 0 \
+               GROUP BY region, year ORDER BY region, year";
+    let args = ["query", "--format", "csv", "--no-cache", sql];
+    let expected = ringscan(&args, &local_text, None, &endpoint);
+    assert!(expected.status.success(), "{}", stderr(&expected));
+
+    *fault.lock().unwrap() = Fault::Every { k: 2, delay_ms: 30 };
+    let out = ringscan(&args, url, Some(&state), &endpoint);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&expected));
+
+    // Every request failing: the statement fails after the retries, naming the root.
+    std::thread::sleep(Duration::from_millis(1200)); // past the listing's TTL
+    *fault.lock().unwrap() = Fault::All;
+    let started = Instant::now();
+    let out = ringscan(&args, url, Some(&state), &endpoint);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let text = stderr(&out);
+    assert!(text.contains("s3://lake/r/part"), "{text}");
+    assert!(text.contains("503"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+
+    *fault.lock().unwrap() = Fault::None;
+    let out = ringscan(&args, url, Some(&state), &endpoint);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&expected));
+}
