@@ -310,6 +310,29 @@ fn queries_over_a_bucket_answer_as_over_the_local_copy() {
         assert!(stdout(&remote).lines().count() > 1, "{sql}: no rows");
     }
 
+    // Objects named by URL in FROM, from the bucket's root and from a local root.
+    let by_url = "SELECT region, year, count(*) FROM 's3://lake/root/v1/part/**/*.parquet' \
+                  WHERE id % 2 = 0 GROUP BY region, year ORDER BY region, year";
+    let by_path = "SELECT region, year, count(*) FROM 'part/**/*.parquet' \
+                   WHERE id % 2 = 0 GROUP BY region, year ORDER BY region, year";
+    let expected = ringscan(
+        &["query", "--format", "csv", by_path],
+        &local_text,
+        None,
+        &endpoint,
+    );
+    assert!(expected.status.success(), "{}", stderr(&expected));
+    for (data, state) in [(url, Some(state.as_path())), (local_text.as_str(), None)] {
+        let out = ringscan(
+            &["query", "--format", "csv", by_url],
+            data,
+            state,
+            &endpoint,
+        );
+        assert!(out.status.success(), "{data}: {}", stderr(&out));
+        assert_eq!(stdout(&out), stdout(&expected), "{data}");
+    }
+
     // Pruning works as on local files: the selective query reads a fraction.
     let selective = "SELECT id, amount FROM part WHERE year = 2024 AND id BETWEEN 30100 AND 30110";
     let stats = ringscan(

@@ -150,6 +150,12 @@ pub struct ResolvedTable {
 /// Lists `source`'s files under `data_dir` (a local directory, or an object-storage
 /// prefix `s3://bucket/prefix`: then `root` and the files are URLs below it).
 pub fn list(data_dir: &Path, source: &ScanSource) -> Result<Listing, TableError> {
+    // `FROM 's3://bucket/key/*.parquet'`: objects named by URL, whatever the root.
+    if let ScanSource::Files { paths } = source {
+        if paths.iter().any(|p| is_object_url(p)) {
+            return object_listing::list_urls(paths);
+        }
+    }
     if is_object_url(data_dir) {
         return object_listing::list(data_dir, source);
     }

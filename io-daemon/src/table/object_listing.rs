@@ -15,7 +15,7 @@ use super::{
     check_relative, edit_distance, glob_match, is_glob, Listing, TableError, MAX_DEPTH, MAX_FILES,
     MAX_PATTERN_COMPONENTS,
 };
-use crate::storage::object::{object_root, ListedObject, ObjectRoot, StorageError};
+use crate::storage::object::{object_root, split_url, ListedObject, ObjectRoot, StorageError};
 
 /// Lists `source`'s objects under the data root `data_url` (`s3://bucket/prefix`).
 pub(super) fn list(data_url: &Path, source: &ScanSource) -> Result<Listing, TableError> {
@@ -29,6 +29,41 @@ pub(super) fn list(data_url: &Path, source: &ScanSource) -> Result<Listing, Tabl
         ScanSource::Table { name } => list_table(&root, data_url, name),
         ScanSource::Files { paths } => list_files(&root, data_url, paths),
     }
+}
+
+/// Lists objects named by URL (`s3://bucket/key`, globs allowed), all in one bucket:
+/// the listing's root is the bucket, so hive partitions come from the whole key.
+pub(super) fn list_urls(urls: &[PathBuf]) -> Result<Listing, TableError> {
+    let mut bucket: Option<String> = None;
+    let mut keys = Vec::with_capacity(urls.len());
+    for url in urls {
+        let text = url.to_string_lossy();
+        let invalid = |reason| TableError::InvalidName {
+            what: "path",
+            name: text.clone().into_owned(),
+            reason,
+        };
+        let (b, key) = split_url(&text).map_err(|_| invalid("not an s3://bucket/key URL"))?;
+        match &bucket {
+            Some(first) if first != b => {
+                return Err(invalid("the paths of one FROM must lie in one bucket"))
+            }
+            _ => bucket = Some(b.to_owned()),
+        }
+        if key.is_empty() {
+            return Err(invalid("names a bucket, not objects in it"));
+        }
+        keys.push(PathBuf::from(key));
+    }
+    let Some(bucket) = bucket else {
+        return Err(TableError::NoMatch {
+            pattern: String::new(),
+        });
+    };
+    list(
+        Path::new(&format!("s3://{bucket}")),
+        &ScanSource::Files { paths: keys },
+    )
 }
 
 /// Whether no component of `relative` is hidden.
@@ -219,4 +254,26 @@ fn nearest_table(root: &ObjectRoot, data_url: &Path, name: &str) -> Option<Strin
     }
     best.filter(|(d, _)| *d <= name.chars().count().max(2) / 2 + 1)
         .map(|(_, n)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_of_one_from_must_name_objects_of_one_bucket() {
+        let urls = |list: &[&str]| list.iter().map(PathBuf::from).collect::<Vec<_>>();
+        for bad in [
+            &["s3://a/x.parquet", "s3://b/y.parquet"][..],
+            &["s3://a"][..],
+            &["s3://a/x.parquet", "local/y.parquet"][..],
+            &["s3://A/x.parquet"][..],
+        ] {
+            let err = list_urls(&urls(bad)).expect_err("refused");
+            assert!(
+                matches!(err, TableError::InvalidName { .. }),
+                "{bad:?}: {err}"
+            );
+        }
+    }
 }
