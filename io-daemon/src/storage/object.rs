@@ -108,9 +108,25 @@ pub enum StorageError {
         url: String,
         /// What failed, in words.
         reason: String,
-        /// Whether the object (or bucket) does not exist.
-        not_found: bool,
+        /// What kind of failure.
+        failure: Failure,
     },
+}
+
+/// What kind of failure a [`StorageError::Request`] was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The bucket does not exist.
+    NoSuchBucket,
+    /// The object does not exist.
+    NoSuchObject,
+    /// The credentials were refused.
+    AccessDenied,
+    /// The object is not the version listed (rewritten, or shorter than listed).
+    Changed,
+    /// Anything else: unreachable, 5xx after the retries, too many objects...
+    Other,
 }
 
 impl StorageError {
@@ -120,12 +136,11 @@ impl StorageError {
     pub fn into_io(self) -> io::Error {
         match self {
             Self::Request {
-                reason, not_found, ..
+                reason, failure, ..
             } => {
-                let kind = if not_found {
-                    io::ErrorKind::NotFound
-                } else {
-                    io::ErrorKind::Other
+                let kind = match failure {
+                    Failure::NoSuchBucket | Failure::NoSuchObject => io::ErrorKind::NotFound,
+                    _ => io::ErrorKind::Other,
                 };
                 io::Error::new(kind, reason)
             }
@@ -371,7 +386,7 @@ impl ObjectRoot {
         let result = rx.recv().map_err(|_| StorageError::Request {
             url: self.url(),
             reason: "the request was dropped (the client's runtime stopped)".to_owned(),
-            not_found: false,
+            failure: Failure::Other,
         });
         let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.counters.wait_us.fetch_add(waited, Ordering::Relaxed);
@@ -417,7 +432,7 @@ impl ObjectRoot {
             return Err(StorageError::Request {
                 url: url.to_owned(),
                 reason: format!("more than {max_objects} objects under the prefix"),
-                not_found: false,
+                failure: Failure::Other,
             });
         }
         let base = prefix.as_ref();
@@ -506,17 +521,6 @@ impl ObjectRoot {
         })
     }
 
-    /// Writes `bytes` to `url` (tests and tools; scans never write).
-    pub fn put(&self, url: &str, bytes: Bytes) -> Result<(), StorageError> {
-        let location = self.location(url)?;
-        let store = Arc::clone(&self.store);
-        self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let result = self.block_on(async move { store.put(&location, bytes.into()).await })?;
-        result
-            .map(drop)
-            .map_err(|e| request_error(url, "writing", &e))
-    }
-
     /// Reads `ranges` of the object at `location` (version `e_tag`): split into parts
     /// of at most [`MAX_REQUEST_BYTES`], [`MAX_CONCURRENT_REQUESTS`] in flight.
     fn get_ranges(
@@ -578,7 +582,7 @@ impl ObjectRoot {
                         range.end,
                         bytes.len()
                     ),
-                    not_found: false,
+                    failure: Failure::Changed,
                 });
             }
             let total = ranges[i].end - ranges[i].start;
@@ -619,9 +623,12 @@ fn version_of(meta: &object_store::ObjectMeta) -> ObjectVersion {
 fn request_error(url: &str, what: &str, error: &object_store::Error) -> StorageError {
     use object_store::Error as E;
     let text = error_chain(error);
-    let (reason, not_found) = if text.contains("NoSuchBucket") {
+    let (reason, failure) = if text.contains("NoSuchBucket") {
         let (bucket, _) = split_url(url).unwrap_or((url, String::new()));
-        (format!("{what}: bucket {bucket:?} does not exist"), true)
+        (
+            format!("{what}: bucket {bucket:?} does not exist"),
+            Failure::NoSuchBucket,
+        )
     } else if text.contains("InvalidAccessKeyId")
         || text.contains("SignatureDoesNotMatch")
         || matches!(
@@ -635,22 +642,22 @@ fn request_error(url: &str, what: &str, error: &object_store::Error) -> StorageE
                  ({})",
                 short(&text)
             ),
-            false,
+            Failure::AccessDenied,
         )
     } else {
         match error {
-            E::NotFound { .. } => (format!("{what}: no such object"), true),
+            E::NotFound { .. } => (format!("{what}: no such object"), Failure::NoSuchObject),
             E::Precondition { .. } => (
                 format!("{what}: the object changed while being read (its ETag moved)"),
-                false,
+                Failure::Changed,
             ),
-            _ => (format!("{what}: {}", short(&text)), false),
+            _ => (format!("{what}: {}", short(&text)), Failure::Other),
         }
     };
     StorageError::Request {
         url: url.to_owned(),
         reason,
-        not_found,
+        failure,
     }
 }
 

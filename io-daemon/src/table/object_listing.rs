@@ -15,7 +15,9 @@ use super::{
     check_relative, edit_distance, glob_match, is_glob, Listing, TableError, MAX_DEPTH, MAX_FILES,
     MAX_PATTERN_COMPONENTS,
 };
-use crate::storage::object::{object_root, split_url, ListedObject, ObjectRoot, StorageError};
+use crate::storage::object::{
+    object_root, split_url, Failure, ListedObject, ObjectRoot, StorageError,
+};
 
 /// Lists `source`'s objects under the data root `data_url` (`s3://bucket/prefix`).
 pub(super) fn list(data_url: &Path, source: &ScanSource) -> Result<Listing, TableError> {
@@ -185,10 +187,9 @@ fn list_files(
                     version,
                 },
                 Err(StorageError::Request {
-                    not_found: true,
-                    reason,
+                    failure: Failure::NoSuchObject,
                     ..
-                }) if reason.ends_with("no such object") => {
+                }) => {
                     return Err(TableError::NoSuchFile {
                         path: PathBuf::from(rel),
                     })
