@@ -672,6 +672,11 @@ fn object_ranges_are_split_fetched_and_joined_exactly() {
     assert!(!err.to_string().is_empty());
     let fresh = root.head("s3://blobs/a/b.bin").expect("head");
     assert_eq!(fresh.size, 12);
+    let reopened = root.open("s3://blobs/a/b.bin").expect("open");
+    assert_eq!(
+        &reopened.read_range(0..12).expect("read")[..],
+        b"new contents"
+    );
     let missing = root.open("s3://blobs/a/none.bin").expect_err("missing");
     assert!(
         missing.to_string().contains("s3://blobs/a/none.bin"),

@@ -500,14 +500,21 @@ impl ObjectRoot {
         self.head(url)
     }
 
-    /// The version of the object at `url`, asked of the store.
+    /// The version of the object at `url`, asked of the store (and remembered, as a
+    /// listing's are).
     pub fn head(&self, url: &str) -> Result<ObjectVersion, StorageError> {
         let location = self.location(url)?;
         let store = Arc::clone(&self.store);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let meta = self.block_on(async move { store.head(&location).await })?;
         let meta = meta.map_err(|e| request_error(url, "reading", &e))?;
-        Ok(version_of(&meta))
+        let version = version_of(&meta);
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= MAX_KNOWN_OBJECTS {
+            known.clear();
+        }
+        known.insert(url.to_owned(), version.clone());
+        Ok(version)
     }
 
     /// The object at `url` for byte-range reads, at its current version.
