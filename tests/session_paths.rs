@@ -65,10 +65,13 @@ impl Daemon {
     }
 
     fn session(&self) -> SqlSession {
-        let options = EngineOptions {
+        self.session_with(EngineOptions {
             result_cache_bytes: 0,
             ..EngineOptions::default()
-        };
+        })
+    }
+
+    fn session_with(&self, options: EngineOptions) -> SqlSession {
         let no_spawn = || Err(std::io::Error::other("the test starts the daemon"));
         SqlSession::open(&self.data, &no_spawn, &options).expect("session")
     }
@@ -583,7 +586,12 @@ fn a_session_reuses_its_ring_and_hot_chunks_give_the_same_rows() {
         },
     );
     let daemon = Daemon::start(&data);
-    let mut session = daemon.session();
+    // Through rings only: these answers are small enough to come inline.
+    let mut session = daemon.session_with(EngineOptions {
+        result_cache_bytes: 0,
+        inline_answer_bytes: 0,
+        ..EngineOptions::default()
+    });
     let queries = [
         // Rows out, aggregates (zero-copy), a limit that cancels the scan part way, a
         // top-k (dynamic filter), and an unfiltered load.
@@ -598,6 +606,12 @@ fn a_session_reuses_its_ring_and_hot_chunks_give_the_same_rows() {
         .iter()
         .map(|sql| sorted_rows(&session.query(sql, false).expect(sql)))
         .collect();
+    // Answers taken inline (the default for answers this small) are the same rows.
+    let mut inline = daemon.session();
+    for (k, sql) in queries.iter().enumerate() {
+        let outcome = inline.query(sql, false).expect(sql);
+        assert_eq!(sorted_rows(&outcome), first[k], "inline: {sql}");
+    }
     // The first query's rows stay alive throughout (its ring is then not reused).
     let pinned = session.query(queries[0], false).expect("pinned");
     for round in 0..4 {

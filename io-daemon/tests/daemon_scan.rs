@@ -123,6 +123,86 @@ fn daemon_scans_equal_in_process_scans() {
     }
 }
 
+/// Scans that ask for an inline answer get their rows on the socket when they are few
+/// and through a ring when they are many, in any order on one client's kept connection
+/// (its ring rearmed for a scan answered inline, then used by the next), each equal to
+/// the in-process scan.
+#[test]
+fn inline_answers_and_rings_alternate_on_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    dataset(&data);
+    big_table(&data);
+    let daemon = Daemon::start(&data, &[]);
+    let client = daemon.client();
+    let mut small = ScanRequest::new(table("t"));
+    small.predicate = Some(Predicate::compare("id", CmpOp::Eq, Literal::Int(4321)));
+    small.inline_bytes = 64 << 10;
+    small.ring_capacity_bytes = 1 << 20;
+    let mut none = small.clone();
+    none.predicate = Some(Predicate::compare("id", CmpOp::Lt, Literal::Int(-5)));
+    let mut big = small.clone();
+    big.predicate = None;
+    big.batch_size = 700;
+    big.inline_bytes = 4 << 10;
+    let mut plain = big.clone();
+    plain.inline_bytes = 0;
+    // Every row group of `big` read (`s` is "s0".."s4": no statistics rule "s25" out)
+    // and none matching: the scan may pass the inline window before it ends, and then
+    // opens a ring with nothing held.
+    let mut late = ScanRequest::new(table("big"));
+    late.predicate = Some(Predicate::compare(
+        "s",
+        CmpOp::Eq,
+        Literal::Utf8("s25".into()),
+    ));
+    late.inline_bytes = 64 << 10;
+    late.ring_capacity_bytes = 1 << 20;
+    let order = [
+        (&small, Some(true)),
+        (&big, Some(false)),
+        (&small, Some(true)),
+        (&none, Some(true)),
+        (&plain, Some(false)),
+        (&big, Some(false)),
+        (&small, Some(true)),
+        (&late, None),
+        (&small, Some(true)),
+        (&plain, Some(false)),
+    ];
+    // Warm footers: a cold first scan may outlast the inline window.
+    good_scan_works(&daemon);
+    for (i, (request, inline)) in order.into_iter().enumerate() {
+        let expected = reference(&data, request);
+        let n: usize = expected.iter().map(|b| b.num_rows()).sum();
+        // Inline is bound in time as well as in bytes: a small scan may go through a
+        // ring on a stalled machine, so it has three tries to be answered inline.
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            let mut stream = client
+                .scan(request)
+                .unwrap_or_else(|e| panic!("scan {i}: {e}"));
+            answers.push(stream.is_inline());
+            let mut got = Vec::new();
+            while let Some(batch) = stream.next_batch().unwrap() {
+                got.push(batch);
+            }
+            let summary = stream.finish().unwrap();
+            assert_eq!(rows(&got), rows(&expected), "scan {i}: {request:?}");
+            assert_eq!(summary.rows_emitted, n as u64, "scan {i}");
+            if inline != Some(true) || answers.contains(&true) {
+                break;
+            }
+        }
+        match inline {
+            Some(true) => assert!(answers.contains(&true), "scan {i}: {request:?}"),
+            Some(false) => assert_eq!(answers, [false], "scan {i}: {request:?}"),
+            None => {}
+        }
+    }
+    good_scan_works(&daemon);
+}
+
 #[test]
 fn partitioned_scan_has_the_partition_column_in_path_order() {
     let dir = tempfile::tempdir().unwrap();

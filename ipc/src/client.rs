@@ -150,7 +150,11 @@ const KEPT_MAX: usize = 2;
 #[derive(Debug)]
 struct Kept {
     conn: Conn,
-    consumer: Consumer,
+    /// The connection's ring: none while every scan on it was answered inline.
+    consumer: Option<Consumer>,
+    /// The ring was rearmed for a scan the daemon then answered inline: it is ready
+    /// for the next stream as it stands (a second rearm would find no terminal record).
+    armed: bool,
     /// The ring capacity the scan asked for (the daemon may have given less: its
     /// budget's share per scan).
     asked: u64,
@@ -264,7 +268,13 @@ impl DaemonClient {
             i.map(|i| kept.remove(i))
         };
         if let Some(mut kept) = kept {
-            if kept.consumer.held_bytes() == 0 && kept.consumer.rearm() {
+            let ready = match &mut kept.consumer {
+                None => true,
+                Some(_) if kept.armed => true,
+                Some(c) => c.held_bytes() == 0 && c.rearm(),
+            };
+            if ready {
+                kept.armed = kept.consumer.is_some();
                 if let Some(stream) = self.scan_on(kept, request)? {
                     return Ok(stream);
                 }
@@ -273,12 +283,17 @@ impl DaemonClient {
         let mut conn = Conn(Some(open(&self.path)?));
         let stream = conn.stream(OP)?;
         send(stream, &ClientMessage::Scan(request.clone()), OP)?;
-        let ring_name = match read_message(stream, Instant::now() + self.timeout, OP)? {
-            DaemonMessage::RingReady { ring_name } => ring_name,
-            other => return Err(unexpected(OP, &other)),
-        };
-        let consumer = Consumer::attach(&ring_name)?;
-        Ok(self.stream_of(conn, consumer, capacity))
+        match read_message(stream, Instant::now() + self.timeout, OP)? {
+            DaemonMessage::RingReady { ring_name } => {
+                let consumer = Consumer::attach(&ring_name)?;
+                Ok(self.stream_of(conn, Some(consumer), false, None, capacity))
+            }
+            DaemonMessage::Rows { summary, bytes } => {
+                let answer = read_rows(stream, summary, bytes, self.timeout)?;
+                Ok(self.stream_of(conn, None, false, Some(answer), capacity))
+            }
+            other => Err(unexpected(OP, &other)),
+        }
     }
 
     /// The scan on a kept connection: `None` when the connection turned out dead (the
@@ -291,7 +306,8 @@ impl DaemonClient {
         const OP: &str = "starting a scan";
         let Kept {
             mut conn,
-            mut consumer,
+            consumer,
+            armed,
             asked,
         } = kept;
         let stream = conn.stream(OP)?;
@@ -302,27 +318,54 @@ impl DaemonClient {
         }
         let ring_name = match read_message(stream, Instant::now() + self.timeout, OP) {
             Ok(DaemonMessage::RingReady { ring_name }) => ring_name,
+            Ok(DaemonMessage::Rows { summary, bytes }) => {
+                // The ring (if any) stays as the request left it: rearmed.
+                let answer = read_rows(stream, summary, bytes, self.timeout)?;
+                return Ok(Some(self.stream_of(
+                    conn,
+                    consumer,
+                    armed,
+                    Some(answer),
+                    asked,
+                )));
+            }
             Ok(other) => return Err(unexpected(OP, &other)),
             Err(ClientError::Closed { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let consumer = if ring_name == consumer.name() {
-            consumer.begin_stream()?;
-            consumer
-        } else {
-            // The daemon made a new ring (another capacity): the old one goes.
-            drop(consumer);
-            Consumer::attach(&ring_name)?
+        let consumer = match consumer {
+            Some(mut consumer) if ring_name == consumer.name() => {
+                consumer.begin_stream()?;
+                consumer
+            }
+            // The daemon made a new ring (another capacity, or the first on this
+            // connection): the old one goes.
+            _ => Consumer::attach(&ring_name)?,
         };
-        Ok(Some(self.stream_of(conn, consumer, asked)))
+        Ok(Some(self.stream_of(
+            conn,
+            Some(consumer),
+            false,
+            None,
+            asked,
+        )))
     }
 
-    fn stream_of(&self, conn: Conn, consumer: Consumer, asked: u64) -> ScanStream {
+    fn stream_of(
+        &self,
+        conn: Conn,
+        consumer: Option<Consumer>,
+        armed: bool,
+        answer: Option<Answer>,
+        asked: u64,
+    ) -> ScanStream {
         ScanStream {
             asked,
-            unpinned_before: consumer.unpinned(),
+            unpinned_before: consumer.as_ref().map_or((0, 0), Consumer::unpinned),
             conn,
             consumer,
+            armed,
+            answer,
             timeout: self.timeout,
             ended: false,
             home: Arc::clone(&self.kept),
@@ -366,11 +409,59 @@ impl DaemonClient {
 /// How long a client whose ring was cut short waits for the daemon's reason.
 const CUT_SHORT_REASON_WAIT: Duration = Duration::from_millis(500);
 
-/// One scan: batches from the ring, then the daemon's summary from the socket.
+/// A scan the daemon answered on the socket ([`DaemonMessage::Rows`]).
+#[derive(Debug)]
+struct Answer {
+    schema: SchemaRef,
+    batches: std::vec::IntoIter<RecordBatch>,
+    summary: ScanSummary,
+}
+
+/// Reads the Arrow IPC stream of `bytes` bytes that follows a [`DaemonMessage::Rows`].
+fn read_rows(
+    stream: &mut UnixStream,
+    summary: ScanSummary,
+    bytes: u64,
+    timeout: Duration,
+) -> Result<Answer, ClientError> {
+    const OP: &str = "reading a scan's rows";
+    summary
+        .validate()
+        .map_err(|source| ClientError::Protocol { op: OP, source })?;
+    if bytes > crate::msg::MAX_INLINE_BYTES {
+        return Err(ClientError::Protocol {
+            op: OP,
+            source: MessageError::Oversized {
+                len_bytes: bytes,
+                max_bytes: crate::msg::MAX_INLINE_BYTES as usize,
+            },
+        });
+    }
+    let started = Instant::now();
+    let mut payload = vec![0u8; bytes as usize];
+    read_exact_until(stream, &mut payload, started + timeout, started, OP)?;
+    let (schema, batches) =
+        crate::msg::read_ipc_stream(&payload).map_err(|e| ClientError::Daemon {
+            message: format!("the daemon's rows are not a readable Arrow IPC stream: {e}"),
+        })?;
+    Ok(Answer {
+        schema: Arc::new(schema),
+        batches: batches.into_iter(),
+        summary,
+    })
+}
+
+/// One scan: batches from the ring, then the daemon's summary from the socket; or,
+/// for a scan the daemon answered inline, its batches and summary as they came.
 #[derive(Debug)]
 pub struct ScanStream {
     conn: Conn,
-    consumer: Consumer,
+    /// The connection's ring: this scan's stream, unless it was answered inline.
+    consumer: Option<Consumer>,
+    /// The ring is rearmed and unused (this scan was answered inline).
+    armed: bool,
+    /// The inline answer.
+    answer: Option<Answer>,
     timeout: Duration,
     ended: bool,
     /// Where the connection and ring go when the scan ended well.
@@ -384,19 +475,36 @@ pub struct ScanStream {
 impl ScanStream {
     /// The stream's schema.
     pub fn schema(&self) -> SchemaRef {
-        self.consumer.schema()
+        match (&self.answer, &self.consumer) {
+            (Some(answer), _) => Arc::clone(&answer.schema),
+            (None, Some(consumer)) => consumer.schema(),
+            (None, None) => Arc::new(arrow_schema::Schema::empty()),
+        }
+    }
+
+    /// Whether the scan was answered on the socket, not through a ring.
+    pub fn is_inline(&self) -> bool {
+        self.answer.is_some()
     }
 
     /// Whether the batches this stream handed out and that are still alive hold more
     /// than half of the ring: a caller that keeps batches (a result, a sort) should then
-    /// copy them out, or the daemon will wait for space that never comes.
+    /// copy them out, or the daemon will wait for space that never comes. Never for an
+    /// inline answer (its batches are the caller's own memory).
     pub fn ring_under_pressure(&self) -> bool {
-        self.consumer.held_bytes().saturating_mul(2) > self.consumer.capacity_bytes()
+        match (&self.answer, &self.consumer) {
+            (None, Some(c)) => c.held_bytes().saturating_mul(2) > c.capacity_bytes(),
+            _ => false,
+        }
     }
 
-    /// The ring, for callers that want to drive it themselves (`try_next`).
-    pub fn consumer(&mut self) -> &mut Consumer {
-        &mut self.consumer
+    /// The ring, for callers that want to drive it themselves (`try_next`); `None` for
+    /// a scan answered inline.
+    pub fn consumer(&mut self) -> Option<&mut Consumer> {
+        match self.answer {
+            Some(_) => None,
+            None => self.consumer.as_mut(),
+        }
     }
 
     /// The next batch (blocking); `None` at the end of the stream. A scan that failed
@@ -405,7 +513,16 @@ impl ScanStream {
         if self.ended {
             return Ok(None);
         }
-        match self.consumer.next() {
+        if let Some(answer) = &mut self.answer {
+            let next = answer.batches.next();
+            self.ended = next.is_none();
+            return Ok(next);
+        }
+        let Some(consumer) = self.consumer.as_mut() else {
+            self.ended = true;
+            return Ok(None);
+        };
+        match consumer.next() {
             Some(Ok(batch)) => Ok(Some(batch)),
             None => {
                 self.ended = true;
@@ -427,7 +544,7 @@ impl ScanStream {
                             ..
                         }
                 ) {
-                    remove_rings_of_dead_daemon(self.consumer.producer_pid());
+                    remove_rings_of_dead_daemon(consumer.producer_pid());
                     const OP: &str = "reading why the scan ended";
                     if let Ok(stream) = self.conn.stream(OP) {
                         let deadline = Instant::now() + CUT_SHORT_REASON_WAIT;
@@ -443,9 +560,13 @@ impl ScanStream {
         }
     }
 
-    /// Hands the daemon a tighter filter for the rest of the scan.
+    /// Hands the daemon a tighter filter for the rest of the scan (nothing to do for a
+    /// scan answered inline: it is over).
     pub fn refine(&mut self, predicate: &Predicate) -> Result<(), ClientError> {
         const OP: &str = "refining a scan";
+        if self.answer.is_some() {
+            return Ok(());
+        }
         let message = ClientMessage::Refine {
             predicate: predicate.clone(),
         };
@@ -455,8 +576,14 @@ impl ScanStream {
     /// Stops the scan: the ring is cancelled (the daemon sees it at its next push) and
     /// the daemon is told on the socket. Batches already received stay valid.
     pub fn cancel(&mut self) {
-        self.consumer.cancel();
         self.ended = true;
+        if self.answer.is_some() {
+            // The daemon is done with it already.
+            return;
+        }
+        if let Some(consumer) = &mut self.consumer {
+            consumer.cancel();
+        }
         // The daemon may have finished and closed already: nothing to tell then.
         const OP: &str = "cancelling a scan";
         if let Ok(stream) = self.conn.stream(OP) {
@@ -469,6 +596,10 @@ impl ScanStream {
     /// the connection and ring are kept for the client's next scan.
     pub fn finish(mut self) -> Result<ScanSummary, ClientError> {
         const OP: &str = "waiting for the scan summary";
+        if let Some(answer) = self.answer.take() {
+            self.keep();
+            return Ok(answer.summary);
+        }
         if !self.ended {
             self.cancel();
         }
@@ -480,8 +611,10 @@ impl ScanStream {
                     .map_err(|source| ClientError::Protocol { op: OP, source })?;
                 // This side's part of the ring's story: batches it kept so long that the
                 // daemon waited on them and they were copied out (`Consumer::unpin`).
-                let (unpins, bytes) = self.consumer.unpinned();
-                if let Some(counters) = summary.counters.as_object_mut() {
+                if let (Some(consumer), Some(counters)) =
+                    (&self.consumer, summary.counters.as_object_mut())
+                {
+                    let (unpins, bytes) = consumer.unpinned();
                     counters.insert(
                         "executor_unpins".to_owned(),
                         serde_json::json!({
@@ -490,28 +623,36 @@ impl ScanStream {
                         }),
                     );
                 }
-                let ScanStream {
-                    conn,
-                    consumer,
-                    home,
-                    asked,
-                    ..
-                } = self;
-                let mut kept = home.lock().unwrap_or_else(PoisonError::into_inner);
-                kept.retain(|k| k.asked != asked);
-                kept.insert(
-                    0,
-                    Kept {
-                        conn,
-                        consumer,
-                        asked,
-                    },
-                );
-                kept.truncate(KEPT_MAX);
+                self.armed = false;
+                self.keep();
                 Ok(summary)
             }
             other => Err(unexpected(OP, &other)),
         }
+    }
+
+    /// Puts the connection and ring where the client's next scan finds them.
+    fn keep(self) {
+        let ScanStream {
+            conn,
+            consumer,
+            armed,
+            home,
+            asked,
+            ..
+        } = self;
+        let mut kept = home.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.retain(|k| k.asked != asked);
+        kept.insert(
+            0,
+            Kept {
+                conn,
+                consumer,
+                armed,
+                asked,
+            },
+        );
+        kept.truncate(KEPT_MAX);
     }
 }
 

@@ -150,7 +150,16 @@ pub struct ScanRequest {
     /// group. The rows it sends are the first occurrences, in scan order.
     #[serde(default)]
     pub distinct: bool,
+    /// The client takes the answer on the socket instead of a ring when the scan ends
+    /// quickly with at most this many bytes of rows ([`DaemonMessage::Rows`]); 0: always
+    /// a ring. A point lookup then costs one round trip, not a ring's set-up, wake-ups
+    /// and terminal records.
+    #[serde(default)]
+    pub inline_bytes: u64,
 }
+
+/// Largest inline answer a scan may ask for (16 MiB).
+pub const MAX_INLINE_BYTES: u64 = 16 << 20;
 
 impl ScanRequest {
     /// Default rows per batch.
@@ -177,6 +186,7 @@ impl ScanRequest {
             batch_size: Self::DEFAULT_BATCH_SIZE,
             ring_capacity_bytes: Self::DEFAULT_RING_CAPACITY_BYTES,
             distinct: false,
+            inline_bytes: 0,
         }
     }
 
@@ -189,6 +199,12 @@ impl ScanRequest {
                 "batch size {} outside 1..={}",
                 self.batch_size,
                 Self::MAX_BATCH_SIZE
+            )));
+        }
+        if self.inline_bytes > MAX_INLINE_BYTES {
+            return Err(MessageError::Invalid(format!(
+                "inline answers of {} bytes (limit {MAX_INLINE_BYTES})",
+                self.inline_bytes
             )));
         }
         if let ScanSource::Files { paths } = &self.source {
@@ -345,6 +361,14 @@ pub enum DaemonMessage {
     },
     /// The scan finished; what it did.
     Summary(ScanSummary),
+    /// The scan finished without a ring (it asked for [`ScanRequest::inline_bytes`]):
+    /// its rows follow this frame as an Arrow IPC stream of `bytes` bytes.
+    Rows {
+        /// What the scan did.
+        summary: ScanSummary,
+        /// Length of the Arrow IPC stream that follows.
+        bytes: u64,
+    },
     /// The request failed (malformed, invalid, or the scan failed before streaming).
     Error {
         /// Human-readable cause.

@@ -141,6 +141,10 @@ pub struct EngineOptions {
     pub daemon_start_wait: Duration,
     /// The data area of each scan's ring, in bytes.
     pub ring_capacity_bytes: usize,
+    /// The most bytes of rows a scan takes on the control socket instead of a ring,
+    /// when the daemon has them within its inline window (0: always a ring). By default
+    /// 256 KiB, or `RINGSCAN_INLINE_BYTES`.
+    pub inline_answer_bytes: u64,
     /// Let footer statistics answer `count`/`min`/`max` (off: always scan).
     pub use_statistics: bool,
     /// Memory for joins, sorts and aggregations, beyond which they spill to disk.
@@ -162,6 +166,7 @@ impl Default for EngineOptions {
             result_cache_bytes: 256 << 20,
             daemon_start_wait: Duration::from_secs(10),
             ring_capacity_bytes: ringscan_ipc::msg::ScanRequest::DEFAULT_RING_CAPACITY_BYTES,
+            inline_answer_bytes: scan::default_inline_answer_bytes(),
             use_statistics: true,
             memory_limit_bytes: default_memory_limit_bytes(),
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -190,15 +195,21 @@ mod daemon_settings {
     #[derive(Debug)]
     pub struct ScanSettings {
         pub(crate) ring_capacity_bytes: usize,
+        pub(crate) inline_answer_bytes: u64,
         use_statistics: AtomicBool,
         /// The session time zone: tables show their instant columns in it.
         time_zone: Mutex<Arc<str>>,
     }
 
     impl ScanSettings {
-        pub(crate) fn new(ring_capacity_bytes: usize, use_statistics: bool) -> Self {
+        pub(crate) fn new(
+            ring_capacity_bytes: usize,
+            inline_answer_bytes: u64,
+            use_statistics: bool,
+        ) -> Self {
             Self {
                 ring_capacity_bytes,
+                inline_answer_bytes: inline_answer_bytes.min(ringscan_ipc::msg::MAX_INLINE_BYTES),
                 use_statistics: AtomicBool::new(use_statistics),
                 time_zone: Mutex::new("UTC".into()),
             }
@@ -364,6 +375,7 @@ impl SqlSession {
         let daemon = Arc::new(Daemon::new(data_dir, client));
         let settings = Arc::new(ScanSettings::new(
             options.ring_capacity_bytes,
+            options.inline_answer_bytes,
             options.use_statistics,
         ));
         crate::zone::parse_time_zone(&options.time_zone)

@@ -54,6 +54,18 @@ use super::filter::physical_to_predicate;
 /// Batches in flight between the ring reader and the plan.
 const CHANNEL_BATCHES: usize = 2;
 
+/// The most bytes of rows a scan takes on the control socket instead of a ring, when
+/// the daemon has them within its inline window: a point lookup's answer then costs
+/// one round trip, without the ring's set-up and wake-ups or a reader thread here.
+/// 256 KiB unless `RINGSCAN_INLINE_BYTES` says (0: every scan through a ring, as
+/// before; for side-by-side benchmarks).
+pub(crate) fn default_inline_answer_bytes() -> u64 {
+    std::env::var("RINGSCAN_INLINE_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(256 << 10)
+}
+
 /// One scan of the IO daemon, as a DataFusion leaf.
 pub(crate) struct DaemonScanExec {
     daemon: Arc<Daemon>,
@@ -491,7 +503,6 @@ impl ExecutionPlan for DaemonScanExec {
                     .map_err(|e| DataFusionError::External(Box::new(e)))?,
             ),
         };
-        let (tx, mut rx) = mpsc::channel(CHANNEL_BATCHES);
         let schema = Arc::clone(&self.schema);
         let summaries = Arc::clone(&self.summaries);
         let reader_schema = Arc::clone(&schema);
@@ -500,6 +511,19 @@ impl ExecutionPlan for DaemonScanExec {
             zero_copy: self.zero_copy,
             dynamic_filters: self.dynamic_filters.clone(),
         };
+        // A scan the daemon answered on the socket (a point lookup, say) is over: its
+        // batches go up as they are, with no reader thread and no channel.
+        let stream = match stream {
+            Some(stream) if stream.is_inline() => {
+                let batches = reader.answer(stream, &summaries);
+                return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                    schema,
+                    futures::stream::iter(batches),
+                )));
+            }
+            other => other,
+        };
+        let (tx, mut rx) = mpsc::channel(CHANNEL_BATCHES);
         let readers = Arc::clone(&self.readers);
         *readers.0.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         let read = move || {
@@ -729,30 +753,7 @@ impl RingReader {
                     return;
                 }
             };
-            let batch = if !self.zero_copy || stream.ring_under_pressure() {
-                // Whatever is downstream may keep batches: this one leaves the ring so
-                // that the daemon always has room for the next (a batch kept in the ring
-                // stops its writer from ever wrapping past it).
-                crate::owned_copy(batch.schema(), std::slice::from_ref(&batch))
-                    .map_err(DataFusionError::from)
-            } else {
-                Ok(batch)
-            };
-            // The daemon's schema may differ from the plan's in field metadata or
-            // nullability; the columns are the plan's.
-            let batch = batch.and_then(|b| {
-                RecordBatch::try_new_with_options(
-                    Arc::clone(&self.schema),
-                    b.columns()
-                        .iter()
-                        .zip(self.schema.fields())
-                        // Instants arrive in their file's zone; the plan's is the session's.
-                        .map(|(c, f)| crate::zone::in_zone(&canonical_floats(c), f.data_type()))
-                        .collect(),
-                    &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
-                )
-                .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
-            });
+            let batch = self.plan_batch(batch, self.zero_copy && !stream.ring_under_pressure());
             if tx.blocking_send(batch).is_err() {
                 // The plan dropped the stream (a LIMIT was met, the query was cancelled).
                 stream.cancel();
@@ -776,6 +777,63 @@ impl RingReader {
                 let _ = tx.blocking_send(Err(external(e)));
             }
         }
+    }
+
+    /// The batches and summary of a scan the daemon answered inline.
+    fn answer(
+        &self,
+        mut stream: ScanStream,
+        summaries: &Mutex<Vec<ScanSummary>>,
+    ) -> Vec<Result<RecordBatch>> {
+        let external =
+            |e: ringscan_ipc::client::ClientError| DataFusionError::External(Box::new(e));
+        let mut batches = Vec::new();
+        loop {
+            match stream.next_batch() {
+                // Its own memory, not the ring's: nothing to copy out.
+                Ok(Some(batch)) => batches.push(self.plan_batch(batch, true)),
+                Ok(None) => break,
+                Err(e) => {
+                    batches.push(Err(external(e)));
+                    return batches;
+                }
+            }
+        }
+        match stream.finish() {
+            Ok(summary) => summaries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(summary),
+            Err(e) => batches.push(Err(external(e))),
+        }
+        batches
+    }
+
+    /// A batch from the daemon as the plan wants it: copied out of the ring unless
+    /// `keep` (whatever is downstream may keep batches: a copy leaves the ring so that
+    /// the daemon always has room for the next; a batch kept in the ring stops its
+    /// writer from ever wrapping past it), floats canonical, instants in the plan's
+    /// zone, the plan's schema.
+    fn plan_batch(&self, batch: RecordBatch, keep: bool) -> Result<RecordBatch> {
+        let batch = if keep {
+            batch
+        } else {
+            crate::owned_copy(batch.schema(), std::slice::from_ref(&batch))?
+        };
+        // The daemon's schema may differ from the plan's in field metadata or
+        // nullability; the columns are the plan's.
+        RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            batch
+                .columns()
+                .iter()
+                .zip(self.schema.fields())
+                // Instants arrive in their file's zone; the plan's is the session's.
+                .map(|(c, f)| crate::zone::in_zone(&canonical_floats(c), f.data_type()))
+                .collect(),
+            &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+        )
+        .map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
     }
 
     /// The dynamic filters as they stand, as one predicate (`None`: nothing to prune

@@ -167,6 +167,7 @@ impl TableProvider for DaemonTable {
         };
         request.limit = limit.map(|l| l as u64);
         request.ring_capacity_bytes = self.settings.ring_capacity_bytes;
+        request.inline_bytes = self.settings.inline_answer_bytes;
         let stats = if self.settings.use_statistics() {
             self.daemon.statistics(&self.entry)
         } else {

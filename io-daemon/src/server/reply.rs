@@ -7,7 +7,7 @@ use std::time::Duration;
 use ringscan_ipc::msg::{write_frame, DaemonMessage};
 
 /// Sends an error reply (best effort: the client may be gone).
-pub(crate) fn reply_error(stream: &mut UnixStream, message: String) {
+pub(crate) fn reply_error(stream: &mut impl std::io::Write, message: String) {
     let _ = write_frame(stream, &DaemonMessage::Error { message });
 }
 

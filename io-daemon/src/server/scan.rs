@@ -6,7 +6,7 @@
 //! (and the daemon's stop flag) before every push, and the ring reports a consumer that
 //! cancelled or died.
 
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -60,14 +60,14 @@ struct ControlState {
 /// Runs the control loop on a pooled thread; the receiver says when it has returned.
 fn spawn_control(
     shared: &Arc<Shared>,
-    mut stream: UnixStream,
+    stream: UnixStream,
     state: Arc<ControlState>,
     activity: Arc<Activity>,
 ) -> io::Result<crossbeam_channel::Receiver<()>> {
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let thread_shared = Arc::clone(shared);
     shared.threads.execute("scan-control", move || {
-        control_loop(&thread_shared, &mut stream, &state, &activity);
+        control_loop(&thread_shared, &stream, &state, &activity);
         let _ = done_tx.send(());
     })?;
     Ok(done_rx)
@@ -79,20 +79,56 @@ fn spawn_control(
 /// thread and one wake-up fewer on each query's path.
 const CONTROL_AFTER: Duration = Duration::from_millis(2);
 
-impl crate::scan::Cancel for Control {
+/// How long a scan that asked for an inline answer may hold its rows back before it
+/// opens a ring: the client waits for a first answer meanwhile, and cannot cancel.
+const INLINE_WINDOW: Duration = Duration::from_millis(50);
+
+impl crate::scan::Cancel for Control<'_> {
     fn cancelled(&self) -> bool {
         Control::cancelled(self)
     }
 }
 
-/// A scan's control state, and its control thread once the scan has run for
-/// [`CONTROL_AFTER`].
-struct Control {
+/// Where a scan's batches go.
+enum Output {
+    /// Held back for an inline answer ([`DaemonMessage::Rows`]): the scan asked for one
+    /// and has been short and small so far. The connection's kept ring waits unused.
+    Held {
+        batches: Vec<RecordBatch>,
+        bytes: usize,
+        kept: Option<Producer>,
+    },
+    /// Into the scan's ring, which the client reads.
+    Ring {
+        producer: Producer,
+        /// The ring's blocked time before this scan (a kept ring carries many).
+        blocked_before: Duration,
+    },
+    /// Taken at the end, or lost to a failure.
+    Gone,
+}
+
+/// A scan's control state, its control thread once the scan has run for
+/// [`CONTROL_AFTER`], and its output.
+struct Control<'a> {
     shared: Arc<Shared>,
     activity: Arc<Activity>,
     state: Arc<ControlState>,
     due: Instant,
     thread: Mutex<ControlThread>,
+    output: Mutex<Output>,
+    /// The end of the inline window.
+    inline_until: Instant,
+    /// The output is still held (a check without the lock).
+    holding: AtomicBool,
+    /// The most bytes of batches held for an inline answer.
+    inline_bytes: usize,
+    /// What opening the ring needs: the connection, the capacity asked, the schema.
+    stream: &'a UnixStream,
+    ring_bytes: usize,
+    schema: SchemaRef,
+    /// Opening the ring between row groups failed: the scan's error.
+    failure: Mutex<Option<String>>,
 }
 
 /// Before the thread starts: the connection it will read. After: the channel that
@@ -104,14 +140,30 @@ enum ControlThread {
     None,
 }
 
-impl Control {
-    fn new(shared: &Arc<Shared>, activity: &Arc<Activity>, stream: &UnixStream) -> Self {
+impl<'a> Control<'a> {
+    fn new(
+        shared: &Arc<Shared>,
+        activity: &Arc<Activity>,
+        stream: &'a UnixStream,
+        output: Output,
+        inline_bytes: usize,
+        ring_bytes: usize,
+        schema: SchemaRef,
+    ) -> Self {
         Self {
             shared: Arc::clone(shared),
             activity: Arc::clone(activity),
             state: Arc::new(ControlState::default()),
             due: Instant::now() + CONTROL_AFTER,
+            inline_until: Instant::now() + INLINE_WINDOW,
             thread: Mutex::new(ControlThread::Pending(stream.try_clone().ok())),
+            holding: AtomicBool::new(matches!(output, Output::Held { .. })),
+            output: Mutex::new(output),
+            inline_bytes,
+            stream,
+            ring_bytes,
+            schema,
+            failure: Mutex::new(None),
         }
     }
 
@@ -150,13 +202,90 @@ impl Control {
         };
     }
 
-    /// Whether the client cancelled (or left); starts the control thread when due, so
-    /// that a scan that runs long without sending a row still hears the client.
+    /// Whether the client cancelled (or left), or the scan cannot go on; starts the
+    /// control thread when due, so that a scan that runs long without sending a row
+    /// still hears the client, and opens the ring of a scan that held its rows for an
+    /// inline answer that long (the client waits for a first answer meanwhile, and
+    /// cannot cancel before it).
     fn cancelled(&self) -> bool {
-        if Instant::now() >= self.due {
+        let now = Instant::now();
+        if now >= self.due {
             self.start();
         }
+        if now >= self.inline_until && self.holding.load(Ordering::Acquire) {
+            // Busy means a push is opening it already.
+            if let Ok(mut output) = self.output.try_lock() {
+                if let Err(message) = self.open_ring(&mut output) {
+                    *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(message);
+                }
+            }
+        }
         self.state.cancelled.load(Ordering::Acquire)
+            || self
+                .failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+    }
+
+    /// Sends `batch` where the output goes: held while the scan is young and its rows
+    /// few, else into the ring (opened first if need be). `Ok(false)`: the client
+    /// ended the scan.
+    fn push(&self, batch: RecordBatch) -> Result<bool, ScanError> {
+        let mut output = self.output.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Output::Held { batches, bytes, .. } = &mut *output {
+            let size = batch_bytes(&batch);
+            if bytes.saturating_add(size) <= self.inline_bytes && Instant::now() < self.inline_until
+            {
+                *bytes += size;
+                batches.push(batch);
+                return Ok(true);
+            }
+            self.open_ring(&mut output).map_err(ScanError::Sink)?;
+        }
+        let Output::Ring { producer, .. } = &mut *output else {
+            return Err(ScanError::Sink("the scan's output is gone".into()));
+        };
+        push_into(producer, &batch, &mut || self.check())
+    }
+
+    /// Replaces held batches by the scan's ring: made (or the connection's kept one
+    /// restarted), named to the client, attached to by it, and given the batches held.
+    fn open_ring(&self, output: &mut Output) -> Result<(), String> {
+        let Output::Held { batches, kept, .. } = std::mem::replace(output, Output::Gone) else {
+            return Ok(());
+        };
+        self.holding.store(false, Ordering::Release);
+        let mut producer = open_ring(
+            &self.shared,
+            kept,
+            self.ring_bytes,
+            &self.schema,
+            self.stream,
+        )?;
+        let blocked_before = producer.blocked_time();
+        for batch in batches {
+            match push_into(&mut producer, &batch, &mut || self.check()) {
+                Ok(true) => {}
+                // The next push sees the same.
+                Ok(false) => break,
+                Err(e) => return Err(chain(&e)),
+            }
+        }
+        *output = Output::Ring {
+            producer,
+            blocked_before,
+        };
+        Ok(())
+    }
+
+    /// The output, for the end of the scan.
+    fn take_output(&self) -> Output {
+        self.holding.store(false, Ordering::Release);
+        std::mem::replace(
+            &mut *self.output.lock().unwrap_or_else(PoisonError::into_inner),
+            Output::Gone,
+        )
     }
 
     /// Ends the control thread's part: tells a running one to return (`done`) or
@@ -178,12 +307,73 @@ impl Control {
     }
 }
 
-fn control_loop(
+/// The bytes of `batch`'s rows (of the slices it holds, not of the buffers under them).
+fn batch_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            c.to_data()
+                .get_slice_memory_size()
+                .unwrap_or(usize::MAX / 2)
+        })
+        .fold(0usize, usize::saturating_add)
+}
+
+/// Pushes `batch` into `producer`, waiting while the ring is full until `stop` gives a
+/// reason: `Ok(false)` when the client ended the scan.
+fn push_into(
+    producer: &mut Producer,
+    batch: &RecordBatch,
+    stop: &mut dyn FnMut() -> Option<String>,
+) -> Result<bool, ScanError> {
+    match producer.push_until(batch, stop) {
+        Ok(()) => Ok(true),
+        Err(RingError::Cancelled { .. }) => Ok(false),
+        Err(RingError::Stopped { reason, .. }) => stopped(reason),
+        Err(e) => Err(ScanError::Sink(chain(&e))),
+    }
+}
+
+/// A scan's end when told to stop: the client's cancel or close ends the stream
+/// normally (it asked), the daemon stopping ends it with an error (the rows are not
+/// all there).
+fn stopped(reason: String) -> Result<bool, ScanError> {
+    if reason == DAEMON_STOPPING {
+        Err(ScanError::Sink(format!("{reason}: the scan was cut short")))
+    } else {
+        Ok(false)
+    }
+}
+
+/// Makes a scan's ring (the connection's kept one when it has the capacity), tells the
+/// client its name and waits for the client to attach.
+fn open_ring(
     shared: &Shared,
-    stream: &mut UnixStream,
-    state: &ControlState,
-    activity: &Activity,
-) {
+    kept: Option<Producer>,
+    asked: usize,
+    schema: &SchemaRef,
+    stream: &UnixStream,
+) -> Result<Producer, String> {
+    // A kept ring of the size asked for costs nothing new; any other ring must fit the
+    // daemon's shared-memory budget (it may come out smaller than asked).
+    let capacity = match &kept {
+        Some(p) if p.capacity_bytes() == asked => asked,
+        _ => ring_capacity(shared, asked)?,
+    };
+    let options = RingOptions::new(capacity).with_attach_timeout(ATTACH_TIMEOUT);
+    let mut producer = ring_for(shared, kept, &options, Arc::clone(schema))
+        .map_err(|e| format!("cannot create the scan's ring: {}", chain(&e)))?;
+    let ready = DaemonMessage::RingReady {
+        ring_name: producer.name().to_owned(),
+    };
+    write_frame(&mut &*stream, &ready)
+        .map_err(|e| format!("the client is gone (before the ring): {}", chain(&e)))?;
+    producer.wait_for_consumer().map_err(|e| chain(&e))?;
+    Ok(producer)
+}
+
+fn control_loop(shared: &Shared, stream: &UnixStream, state: &ControlState, activity: &Activity) {
     let _ = stream.set_read_timeout(Some(CONTROL_POLL));
     let mut idle_since: Option<(Instant, u64)> = None;
     while !state.done.load(Ordering::Acquire) {
@@ -206,7 +396,7 @@ fn control_loop(
                 return;
             }
         }
-        match read_frame::<_, ClientMessage>(stream) {
+        match read_frame::<_, ClientMessage>(&mut &*stream) {
             Ok(Some(ClientMessage::Cancel)) => state.cancelled.store(true, Ordering::Release),
             Ok(Some(ClientMessage::Refine { predicate })) => match predicate.validate_tree() {
                 Ok(()) => state.refine.set(predicate),
@@ -385,10 +575,12 @@ pub(crate) fn serve(
         };
         match next {
             Some(next) => {
-                (stream, request, kept) = (s, next, Some(producer));
+                (stream, request, kept) = (s, next, producer);
             }
             None => {
-                shared.rings.retire(producer);
+                if let Some(producer) = producer {
+                    shared.rings.retire(producer);
+                }
                 return;
             }
         }
@@ -465,37 +657,33 @@ fn ring_for(
 }
 
 /// Serves one scan; when it ended well and the client sent another request on the
-/// connection, returns the connection, the producer and that request (`None` for the
-/// request when the client closed instead).
+/// connection, returns the connection, its ring (if it has one yet) and that request
+/// (`None` for the request when the client closed instead).
 fn serve_one(
     shared: &Arc<Shared>,
-    mut stream: UnixStream,
+    stream: UnixStream,
     request: ScanRequest,
     kept: Option<Producer>,
     activity: &Arc<Activity>,
-) -> Option<(UnixStream, Producer, Option<ScanRequest>)> {
+) -> Option<(UnixStream, Option<Producer>, Option<ScanRequest>)> {
     let started = Instant::now();
     let source = source_text(&request.source);
+    let refuse = |message: String, kept: Option<Producer>| {
+        shared.log.line(&format!("scan {source}: {message}"));
+        reply_error(&mut &stream, message);
+        if let Some(producer) = kept {
+            shared.rings.retire(producer);
+        }
+        None
+    };
     let slot = match shared.try_start_scan() {
         Ok(slot) => slot,
-        Err(message) => {
-            shared
-                .log
-                .line(&format!("scan {source}: refused, {message}"));
-            reply_error(&mut stream, message);
-            return None;
-        }
+        Err(message) => return refuse(format!("refused, {message}"), kept),
     };
     let prepared = match prepare(shared, &request) {
         Ok(p) => p,
-        Err(message) => {
-            shared.log.line(&format!("scan {source}: error: {message}"));
-            reply_error(&mut stream, message);
-            return None;
-        }
+        Err(message) => return refuse(format!("error: {message}"), kept),
     };
-    // A kept ring of the size asked for costs nothing new; any other ring must fit the
-    // daemon's shared-memory budget (it may come out smaller than asked).
     // At most an equal share of the budget per scan: as many scans as may run at once
     // all get a ring (asking 256 MiB each, 16 scans took more than a 3 GiB budget, and
     // a 16-client host told clients "busy").
@@ -503,134 +691,173 @@ fn serve_one(
     let asked = request
         .ring_capacity_bytes
         .min(usize::try_from(share.max(super::rings::MIN_RING_BYTES)).unwrap_or(usize::MAX));
-    let capacity = match &kept {
-        Some(p) if p.capacity_bytes() == asked => Ok(asked),
-        _ => ring_capacity(shared, asked),
-    };
-    let capacity = match capacity {
-        Ok(c) => c,
-        Err(message) => {
-            shared
-                .log
-                .line(&format!("scan {source}: refused, {message}"));
-            reply_error(&mut stream, message);
-            return None;
+    let inline_bytes = usize::try_from(request.inline_bytes).unwrap_or(usize::MAX);
+    let output = if inline_bytes > 0 {
+        Output::Held {
+            batches: Vec::new(),
+            bytes: 0,
+            kept,
+        }
+    } else {
+        match open_ring(shared, kept, asked, &prepared.output, &stream) {
+            Ok(producer) => Output::Ring {
+                blocked_before: producer.blocked_time(),
+                producer,
+            },
+            Err(message) => return refuse(format!("error: {message}"), None),
         }
     };
-    let options = RingOptions::new(capacity).with_attach_timeout(ATTACH_TIMEOUT);
-    let mut producer = match ring_for(shared, kept, &options, Arc::clone(&prepared.output)) {
-        Ok(p) => p,
-        Err(e) => {
-            let message = format!("cannot create the scan's ring: {}", chain(&e));
-            shared.log.line(&format!("scan {source}: error: {message}"));
-            reply_error(&mut stream, message);
-            return None;
-        }
-    };
-    let ready = DaemonMessage::RingReady {
-        ring_name: producer.name().to_owned(),
-    };
-    if let Err(e) = write_frame(&mut stream, &ready) {
-        shared.log.line(&format!(
-            "scan {source}: client gone before the ring: {}",
-            chain(&e)
-        ));
-        return None;
-    }
-
-    let control = Control::new(shared, activity, &stream);
-    let result = match producer.wait_for_consumer() {
-        Ok(()) => run_scan(
-            shared,
-            &prepared,
-            &request,
-            &mut producer,
-            &control,
-            slot.memory_bytes,
-        ),
-        Err(e) => Err(chain(&e)),
-    };
-    let state = &control.state;
+    let control = Control::new(
+        shared,
+        activity,
+        &stream,
+        output,
+        inline_bytes,
+        asked,
+        Arc::clone(&prepared.output),
+    );
+    let result = run_scan(shared, &prepared, &request, &control, slot.memory_bytes);
+    let state = Arc::clone(&control.state);
     let bad_frame = state
         .bad_frame
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take();
     let elapsed_ms = started.elapsed().as_millis();
-    match (result, bad_frame) {
-        (Ok(summary), None) => {
-            // A consumer that cancelled or left makes finish fail: nothing to tell it.
-            let _ = producer.end_until(&mut || control.check());
-            // Scans quicker than this are not logged one by one (a point-lookup host
-            // runs thousands a second; the status report counts them).
-            const LOGGED_FROM_MS: u128 = 10;
-            let cancelled =
-                state.cancelled.load(Ordering::Acquire) || state.closed.load(Ordering::Acquire);
-            if elapsed_ms >= LOGGED_FROM_MS || cancelled {
-                shared.log.line(&format!(
-                    "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} \
-                     ms{}",
-                    summary.rows_emitted,
-                    summary.bytes_read,
-                    summary.files_considered,
-                    summary.files_pruned,
-                    if cancelled {
-                        ", cancelled by the client"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            drop(slot);
-            // From here the control thread takes the client's next request (or sees it
-            // close): set before the summary goes, which the client waits for first.
-            state.reclaim_seen.store(
-                shared.reclaim_rings.load(Ordering::Acquire),
-                Ordering::Release,
-            );
-            state.finished.store(true, Ordering::Release);
-            if state.closed.load(Ordering::Acquire)
-                || write_frame(&mut stream, &DaemonMessage::Summary(summary)).is_err()
-            {
-                state.done.store(true, Ordering::Release);
-                control.join();
-                shared.rings.retire(producer);
-                return None;
-            }
-            if !control.join() {
-                // No control thread: this one waits for the next request.
-                control_loop(shared, &mut stream, state, activity);
-            }
-            if let Some(message) = state
-                .bad_frame
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take()
-            {
-                shared.log.line(&format!("scan connection: {message}"));
-                reply_error(&mut stream, message);
-                shared.rings.retire(producer);
-                return None;
-            }
-            let next = state
-                .next
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            Some((stream, producer, next))
-        }
+    let (summary, output) = match (result, bad_frame) {
+        (Ok(summary), None) => (summary, control.take_output()),
         (Err(message), _) | (Ok(_), Some(message)) => {
             state.done.store(true, Ordering::Release);
             shared.log.line(&format!(
                 "scan {source}: error after {elapsed_ms} ms: {message}"
             ));
-            let _ = producer.fail_until(&message, &mut || control.check());
-            reply_error(&mut stream, message);
+            match control.take_output() {
+                Output::Ring { producer, .. } => {
+                    let _ = producer.fail_until(&message, &mut || control.check());
+                }
+                Output::Held {
+                    kept: Some(producer),
+                    ..
+                } => shared.rings.retire(producer),
+                Output::Held { kept: None, .. } | Output::Gone => {}
+            }
+            reply_error(&mut &stream, message);
             // The control loop sees `done` within one poll and returns.
             control.join();
-            None
+            return None;
         }
+    };
+    // The answer: the held rows on the socket, or the ring's end.
+    let (answer, payload, kept) = match output {
+        Output::Held { batches, kept, .. } => {
+            match ringscan_ipc::msg::encode_ipc_stream(&prepared.output, &batches) {
+                Ok(payload) => (
+                    DaemonMessage::Rows {
+                        summary,
+                        bytes: payload.len() as u64,
+                    },
+                    payload,
+                    kept,
+                ),
+                Err(e) => {
+                    let message = format!("cannot encode the scan's rows: {e}");
+                    shared.log.line(&format!("scan {source}: error: {message}"));
+                    state.done.store(true, Ordering::Release);
+                    reply_error(&mut &stream, message);
+                    control.join();
+                    if let Some(producer) = kept {
+                        shared.rings.retire(producer);
+                    }
+                    return None;
+                }
+            }
+        }
+        Output::Ring { mut producer, .. } => {
+            // A consumer that cancelled or left makes finish fail: nothing to tell it.
+            let _ = producer.end_until(&mut || control.check());
+            (DaemonMessage::Summary(summary), Vec::new(), Some(producer))
+        }
+        Output::Gone => {
+            state.done.store(true, Ordering::Release);
+            reply_error(
+                &mut &stream,
+                "internal error: the scan's output is gone".into(),
+            );
+            control.join();
+            return None;
+        }
+    };
+    // Scans quicker than this are not logged one by one (a point-lookup host runs
+    // thousands a second; the status report counts them).
+    const LOGGED_FROM_MS: u128 = 10;
+    let cancelled = state.cancelled.load(Ordering::Acquire) || state.closed.load(Ordering::Acquire);
+    if elapsed_ms >= LOGGED_FROM_MS || cancelled {
+        let summary = match &answer {
+            DaemonMessage::Rows { summary, .. } | DaemonMessage::Summary(summary) => summary,
+            _ => unreachable!("the answer is rows or a summary"),
+        };
+        shared.log.line(&format!(
+            "scan {source}: {} rows, {} bytes read, {} files ({} pruned), {elapsed_ms} ms{}",
+            summary.rows_emitted,
+            summary.bytes_read,
+            summary.files_considered,
+            summary.files_pruned,
+            if cancelled {
+                ", cancelled by the client"
+            } else {
+                ""
+            }
+        ));
     }
+    drop(slot);
+    // From here the control thread takes the client's next request (or sees it close):
+    // set before the answer goes, which the client waits for first.
+    state.reclaim_seen.store(
+        shared.reclaim_rings.load(Ordering::Acquire),
+        Ordering::Release,
+    );
+    state.finished.store(true, Ordering::Release);
+    if state.closed.load(Ordering::Acquire) || send_answer(&stream, &answer, &payload).is_err() {
+        state.done.store(true, Ordering::Release);
+        control.join();
+        if let Some(producer) = kept {
+            shared.rings.retire(producer);
+        }
+        return None;
+    }
+    let joined = control.join();
+    drop(control);
+    if !joined {
+        // No control thread: this one waits for the next request.
+        control_loop(shared, &stream, &state, activity);
+    }
+    if let Some(message) = state
+        .bad_frame
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        shared.log.line(&format!("scan connection: {message}"));
+        reply_error(&mut &stream, message);
+        if let Some(producer) = kept {
+            shared.rings.retire(producer);
+        }
+        return None;
+    }
+    let next = state
+        .next
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    Some((stream, kept, next))
+}
+
+/// Writes a scan's last frame, and the rows that follow an inline answer, in one write.
+fn send_answer(stream: &UnixStream, answer: &DaemonMessage, payload: &[u8]) -> io::Result<()> {
+    let mut frame = Vec::with_capacity(64 + payload.len());
+    write_frame(&mut frame, answer).map_err(io::Error::other)?;
+    frame.extend_from_slice(payload);
+    (&mut &*stream).write_all(&frame)
 }
 
 /// Why a scan cut short by the daemon's own stop fails.
@@ -694,8 +921,7 @@ fn run_scan(
     shared: &Shared,
     prepared: &Prepared,
     request: &ScanRequest,
-    producer: &mut Producer,
-    control: &Control,
+    control: &Control<'_>,
     memory_bytes: u64,
 ) -> Result<ScanSummary, String> {
     let state = &control.state;
@@ -718,21 +944,10 @@ fn run_scan(
     // they inherit them; they exit before the scan returns, which folds their counts in).
     let mut counters = ThreadCounters::take();
     let span = counters.start();
-    let ring_wait_before = producer.blocked_time();
     let mut rows_pushed = 0u64;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // Why to stop early: the client's cancel or close ends the stream normally (it
-        // asked), the daemon stopping ends it with an error (the rows are not all there).
-        let stop_reason = || control.check();
-        let stopped = |reason: String| {
-            if reason == DAEMON_STOPPING {
-                Err(ScanError::Sink(format!("{reason}: the scan was cut short")))
-            } else {
-                Ok(false)
-            }
-        };
         let mut sink = |batch: RecordBatch| -> Result<bool, ScanError> {
-            if let Some(reason) = stop_reason() {
+            if let Some(reason) = control.check() {
                 return stopped(reason);
             }
             let batch = conform(batch, &prepared.output).map_err(|e| {
@@ -741,18 +956,15 @@ fn run_scan(
                     chain(&e)
                 ))
             })?;
-            // A push waits while the executor keeps the ring full; the daemon stopping or
-            // the client ending the scan ends that wait, so that a client that stopped
-            // reading cannot hold a scan slot.
-            match producer.push_until(&batch, &mut || stop_reason()) {
-                Ok(()) => {
-                    rows_pushed += batch.num_rows() as u64;
-                    Ok(true)
-                }
-                Err(RingError::Cancelled { .. }) => Ok(false),
-                Err(RingError::Stopped { reason, .. }) => stopped(reason),
-                Err(e) => Err(ScanError::Sink(chain(&e))),
+            let rows = batch.num_rows() as u64;
+            // A push into the ring waits while the executor keeps it full; the daemon
+            // stopping or the client ending the scan ends that wait, so that a client
+            // that stopped reading cannot hold a scan slot.
+            let more = control.push(batch)?;
+            if more {
+                rows_pushed += rows;
             }
+            Ok(more)
         };
         // A written table's rows in memory first, then its files with what offset and
         // limit the rows left.
@@ -776,6 +988,14 @@ fn run_scan(
         summary.rows_emitted += from_memory;
         Ok(summary)
     }));
+    if let Some(message) = control
+        .failure
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        return Err(message);
+    }
     let mut summary = match outcome {
         Ok(Ok(summary)) => summary,
         // The client's cancel, seen by the scan between row groups rather than by the
@@ -801,12 +1021,26 @@ fn run_scan(
         }
     };
     let sample = span.stop();
-    summary.timings.ring_wait_us = micros(producer.blocked_time().saturating_sub(ring_wait_before));
+    let (ring_wait, ring_waits) = match &*control
+        .output
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+    {
+        Output::Ring {
+            producer,
+            blocked_before,
+        } => (
+            producer.blocked_time().saturating_sub(*blocked_before),
+            producer.blocked_waits(),
+        ),
+        Output::Held { .. } | Output::Gone => (Duration::ZERO, 0),
+    };
+    summary.timings.ring_wait_us = micros(ring_wait);
     let stats = shared.cache.stats();
     summary.counters = serde_json::json!({
         "scan": sample,
         "hardware_unavailable": counters.hardware_unavailable(),
-        "ring_blocked_waits": producer.blocked_waits(),
+        "ring_blocked_waits": ring_waits,
         "metadata_cache": {
             "hits": stats.hits,
             "misses": stats.misses,
