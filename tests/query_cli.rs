@@ -55,8 +55,9 @@ fn stats_json_reports_the_timed_runs_of_a_warm_session() {
     write_table(&data, 5000);
     let _guard = DaemonGuard(&data);
     let stats_path = dir.path().join("stats.json");
-    let out = ringscan(
-        &[
+    // Through the ring (these 800 rows would otherwise come inline), to see it reused.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringscan"))
+        .args([
             "query",
             "--no-cache",
             "--format",
@@ -68,9 +69,12 @@ fn stats_json_reports_the_timed_runs_of_a_warm_session() {
             "--stats-json",
             stats_path.to_str().expect("utf-8"),
             "SELECT k, x FROM t WHERE k >= 4200",
-        ],
-        &data,
-    );
+            "--data",
+        ])
+        .arg(&data)
+        .env("RINGSCAN_INLINE_BYTES", "0")
+        .output()
+        .expect("spawn ringscan");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
