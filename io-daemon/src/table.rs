@@ -373,24 +373,38 @@ fn list_table(data_dir: &Path, name: &str) -> Result<Listing, TableError> {
     walk.finish(files, root)
 }
 
+/// A path or glob pattern of a `Files` source as text with `/` separators, checked to
+/// stay inside the data root.
+fn pattern_text(path: &Path) -> Result<String, TableError> {
+    let text = path.to_string_lossy().replace('\\', "/");
+    check_relative("path", &text)?;
+    Ok(text)
+}
+
+/// The components of a pattern (empty and `.` ones dropped), bounded, and how many lead
+/// before the first glob.
+fn pattern_components(text: &str) -> Result<(Vec<&str>, usize), TableError> {
+    let components: Vec<&str> = text
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if components.len() > MAX_PATTERN_COMPONENTS
+        || components.iter().filter(|c| **c == "**").count() > 4
+    {
+        return Err(TableError::TooLarge {
+            what: "a glob pattern",
+            limit: MAX_PATTERN_COMPONENTS,
+        });
+    }
+    let literal = components.iter().take_while(|c| !is_glob(c)).count();
+    Ok((components, literal))
+}
+
 fn list_files(data_dir: &Path, paths: &[PathBuf]) -> Result<Listing, TableError> {
     let mut walk = Walk::new(data_dir);
     for path in paths {
-        let text = path.to_string_lossy().replace('\\', "/");
-        check_relative("path", &text)?;
-        let components: Vec<&str> = text
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .collect();
-        if components.len() > MAX_PATTERN_COMPONENTS
-            || components.iter().filter(|c| **c == "**").count() > 4
-        {
-            return Err(TableError::TooLarge {
-                what: "a glob pattern",
-                limit: MAX_PATTERN_COMPONENTS,
-            });
-        }
-        let literal = components.iter().take_while(|c| !is_glob(c)).count();
+        let text = pattern_text(path)?;
+        let (components, literal) = pattern_components(&text)?;
         if literal == components.len() {
             let rel: PathBuf = components.iter().collect();
             let full = data_dir.join(&rel);

@@ -12,8 +12,8 @@ use ringscan_ipc::msg::{FileVersion, ScanSource};
 use ringscan_ipc::names::{is_data_file, is_hidden_entry};
 
 use super::{
-    check_relative, edit_distance, glob_match, is_glob, Listing, TableError, MAX_DEPTH, MAX_FILES,
-    MAX_PATTERN_COMPONENTS,
+    check_relative, edit_distance, glob_match, pattern_components, pattern_text, Listing,
+    TableError, MAX_DEPTH, MAX_FILES,
 };
 use crate::storage::object::{
     object_root, split_url, Failure, ListedObject, ObjectRoot, StorageError,
@@ -163,21 +163,8 @@ fn list_files(
         Ok(())
     };
     for path in paths {
-        let text = path.to_string_lossy().replace('\\', "/");
-        check_relative("path", &text)?;
-        let components: Vec<&str> = text
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .collect();
-        if components.len() > MAX_PATTERN_COMPONENTS
-            || components.iter().filter(|c| **c == "**").count() > 4
-        {
-            return Err(TableError::TooLarge {
-                what: "a glob pattern",
-                limit: MAX_PATTERN_COMPONENTS,
-            });
-        }
-        let literal = components.iter().take_while(|c| !is_glob(c)).count();
+        let text = pattern_text(path)?;
+        let (components, literal) = pattern_components(&text)?;
         if literal == components.len() {
             let rel = components.join("/");
             let url = format!("{}/{rel}", data_url.display());
