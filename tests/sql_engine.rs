@@ -503,6 +503,60 @@ fn offsets_are_skipped_in_the_daemon_where_the_scan_gives_the_rows() {
     assert!(explain.contains("offset=15000"), "{explain}");
 }
 
+/// A `LIMIT` without `ORDER BY` over one scan gives the scan's first rows, as DuckDB
+/// does, however the scan's batches arrive: with inline answers a whole small table
+/// comes at once, and DataFusion's round-robin split of the scan's batches gave the
+/// rows of whichever partition answered first (rows of the second batch, about half
+/// the time).
+#[test]
+fn a_limit_without_order_gives_the_first_rows_of_the_scan() {
+    use ringscan_executor::engine::{EngineOptions, SqlSession};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    write_table(data, "t", 20_000, 2_000);
+    let _guard = DaemonGuard(data);
+    let started = ringscan(&["daemon", "start"], data);
+    assert!(started.status.success(), "daemon start: {started:?}");
+    let no_spawn = || Err(std::io::Error::other("the test started the daemon"));
+    for inline in [0u64, 1 << 20] {
+        let options = EngineOptions {
+            inline_answer_bytes: inline,
+            ..EngineOptions::default()
+        };
+        let mut session = SqlSession::open(data, &no_spawn, &options).expect("open session");
+        for sql in [
+            "SELECT k FROM t WHERE k % 7 = 0 LIMIT 2 OFFSET 5",
+            "SELECT k + 1 AS k FROM t WHERE k % 7 = 0 LIMIT 2 OFFSET 5",
+        ] {
+            let explain = session.explain(sql).expect("explain");
+            assert!(!explain.contains("RoundRobin"), "{sql}: {explain}");
+            for _ in 0..10 {
+                let outcome = session.query(sql, false).expect(sql);
+                let keys: Vec<i64> = outcome
+                    .result
+                    .batches
+                    .iter()
+                    .flat_map(|b| {
+                        b.column(0)
+                            .as_any()
+                            .downcast_ref::<Int64Array>()
+                            .expect("BIGINT")
+                            .values()
+                            .to_vec()
+                    })
+                    .collect();
+                let first = i64::from(sql.contains("k + 1"));
+                assert_eq!(keys, vec![35 + first, 42 + first], "{sql}, inline {inline}");
+            }
+        }
+        // An aggregation keeps its parallel plan.
+        let explain = session
+            .explain("SELECT g, count(*) FROM t WHERE k % 7 = 0 GROUP BY g LIMIT 3")
+            .expect("explain");
+        assert!(explain.contains("RoundRobin"), "{explain}");
+    }
+}
+
 /// `SELECT DISTINCT` (and `GROUP BY` without aggregates, `count(DISTINCT x)`) over a
 /// scan's columns lets the daemon drop duplicates per row group: few rows cross the
 /// ring, and the answers are the distinct values counted here.

@@ -428,6 +428,7 @@ impl SqlSession {
                 Arc::new(TypeCoercion::new()),
                 Arc::new(local_time::LocalTimes),
             ])
+            .with_physical_optimizer_rule(Arc::new(scan::LimitInScanOrder))
             .with_physical_optimizer_rule(Arc::new(scan::OffsetToDaemon))
             .with_physical_optimizer_rule(Arc::new(scan::DistinctToDaemon))
             .with_physical_optimizer_rule(Arc::new(scan::TopKLateMaterialization))

@@ -130,7 +130,7 @@ impl ParamFilters {
                 _ => {
                     return Err(DataFusionError::Internal(format!(
                         "the filter {bound} is not pushed whole with its parameter values"
-                    )))
+                    )));
                 }
             }
         }
@@ -594,7 +594,7 @@ impl ExecutionPlan for DaemonScanExec {
 /// The daemon's summary as DataFusion metrics (EXPLAIN ANALYZE prints them).
 fn summary_metrics(s: &ScanSummary) -> MetricsSet {
     let mut set = MetricsSet::new();
-    let figures: [(&'static str, u64); 13] = [
+    let figures: [(&'static str, u64); 16] = [
         ("files", s.files_considered),
         ("files_pruned", s.files_pruned),
         ("row_groups", s.row_groups_considered),
@@ -608,6 +608,11 @@ fn summary_metrics(s: &ScanSummary) -> MetricsSet {
         ("pages_pruned", s.pages_skipped),
         ("bytes_read", s.bytes_read),
         ("column_cache_hits", s.column_cache_hits),
+        // Object storage: requests sent, bytes they brought (against bytes_read, what the
+        // decoders read of them), and the time the scan's threads waited on them.
+        ("store_requests", s.store_requests),
+        ("store_bytes_fetched", s.store_bytes_fetched),
+        ("store_wait_us", s.store_wait_us),
         ("rows_decoded", s.rows_decoded),
         ("output_rows", s.rows_emitted),
         ("daemon_time_us", s.timings.total_us),
@@ -864,6 +869,136 @@ impl RingReader {
 /// only pass batches on or filter them.
 #[derive(Debug, Default)]
 pub(crate) struct RingSafety;
+
+/// Keeps a `LIMIT` without `ORDER BY` over one daemon scan in the scan's order, as
+/// DuckDB does (insertion order): DataFusion splits the scan's batches round-robin
+/// between partitions and takes the first rows of whichever partition answers first,
+/// so `SELECT k FROM t WHERE k % 7 = 0 LIMIT 2 OFFSET 5` gave rows of the scan's second
+/// batch when that batch came back sooner. Where only row-preserving operators
+/// (filters, projections, local limits) stand between the limit and the scan, the
+/// round-robin split and the merge above it go: the rows are few, and one partition
+/// gives them in order.
+#[derive(Debug, Default)]
+pub(crate) struct LimitInScanOrder;
+
+impl PhysicalOptimizerRule for LimitInScanOrder {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        use datafusion::physical_plan::limit::GlobalLimitExec;
+        plan.transform_down(|node| {
+            if let Some(limit) = node.downcast_ref::<GlobalLimitExec>() {
+                if let Some(merge) = limit.input().downcast_ref::<CoalescePartitionsExec>() {
+                    if let Some(input) = without_round_robin(merge.input())? {
+                        return Ok(Transformed::yes(Arc::new(GlobalLimitExec::new(
+                            input,
+                            limit.skip(),
+                            limit.fetch(),
+                        ))));
+                    }
+                }
+                return Ok(Transformed::no(node));
+            }
+            // A split of a limit's rows (for a projection above it, say) gains nothing
+            // and loses their order.
+            if let Some(repartition) = node.downcast_ref::<RepartitionExec>() {
+                if splits_in_turn(repartition) && over_a_limit(repartition.input()) {
+                    return Ok(Transformed::yes(Arc::clone(repartition.input())));
+                }
+            }
+            if let Some(merge) = node.downcast_ref::<CoalescePartitionsExec>() {
+                if let Some(fetch) = merge.fetch() {
+                    if let Some(input) = without_round_robin(merge.input())? {
+                        return Ok(Transformed::yes(Arc::new(GlobalLimitExec::new(
+                            input,
+                            0,
+                            Some(fetch),
+                        ))));
+                    }
+                }
+            }
+            Ok(Transformed::no(node))
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "ringscan_limit_in_scan_order"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Whether `repartition` deals one partition's batches out in turn.
+fn splits_in_turn(repartition: &RepartitionExec) -> bool {
+    use datafusion::physical_plan::ExecutionPlanProperties;
+    repartition.input().output_partitioning().partition_count() == 1
+        && matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_))
+        && !repartition.preserve_order()
+}
+
+/// Whether `plan` is a limit's rows, through operators that keep their order.
+fn over_a_limit(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    use datafusion::physical_plan::coop::CooperativeExec;
+    use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
+    if plan.is::<GlobalLimitExec>() {
+        return true;
+    }
+    let passes = plan.is::<FilterExec>()
+        || plan.is::<ProjectionExec>()
+        || plan.is::<CooperativeExec>()
+        || plan.is::<LocalLimitExec>();
+    match &plan.children()[..] {
+        [child] if passes => over_a_limit(child),
+        _ => false,
+    }
+}
+
+/// `plan` without its round-robin repartitioning of a one-partition daemon scan, where
+/// only operators that keep the order of the rows they pass stand above the scan;
+/// `None` where another operator does, or nothing was split.
+fn without_round_robin(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    use datafusion::physical_plan::coop::CooperativeExec;
+    use datafusion::physical_plan::limit::LocalLimitExec;
+    if let Some(repartition) = plan.downcast_ref::<RepartitionExec>() {
+        let input = repartition.input();
+        let one_scan = splits_in_turn(repartition);
+        let mut below = Arc::clone(input);
+        let to_scan = loop {
+            if below.is::<DaemonScanExec>() {
+                break true;
+            }
+            let row_preserving = below.is::<ProjectionExec>() || below.is::<CooperativeExec>();
+            match &below.children()[..] {
+                [child] if row_preserving => below = Arc::clone(child),
+                _ => break false,
+            }
+        };
+        return Ok((one_scan && to_scan).then(|| Arc::clone(input)));
+    }
+    let passes = plan.is::<FilterExec>()
+        || plan.is::<ProjectionExec>()
+        || plan.is::<CooperativeExec>()
+        || plan.is::<LocalLimitExec>();
+    let [child] = &plan.children()[..] else {
+        return Ok(None);
+    };
+    if !passes {
+        return Ok(None);
+    }
+    match without_round_robin(child)? {
+        Some(child) => Ok(Some(replace_children_if_necessary(
+            Arc::clone(plan),
+            vec![child],
+        )?)),
+        None => Ok(None),
+    }
+}
 
 /// Moves an `OFFSET` into the daemon where the scan's rows are the result's rows in
 /// order (a `LIMIT .. OFFSET` over the scan, through projections only): the daemon
