@@ -143,7 +143,7 @@ pub struct EngineOptions {
     pub ring_capacity_bytes: usize,
     /// The most bytes of rows a scan takes on the control socket instead of a ring,
     /// when the daemon has them within its inline window (0: always a ring). By default
-    /// `RINGSCAN_INLINE_BYTES`, else 0.
+    /// 256 KiB, or `RINGSCAN_INLINE_BYTES`.
     pub inline_answer_bytes: u64,
     /// Let footer statistics answer `count`/`min`/`max` (off: always scan).
     pub use_statistics: bool,

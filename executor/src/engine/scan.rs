@@ -57,15 +57,13 @@ const CHANNEL_BATCHES: usize = 2;
 /// The most bytes of rows a scan takes on the control socket instead of a ring, when
 /// the daemon has them within its inline window: a point lookup's answer then costs
 /// one round trip, without the ring's set-up and wake-ups or a reader thread here.
-/// Off (0: every scan through a ring) unless `RINGSCAN_INLINE_BYTES` says: a run of
-/// `sql_engine` once lost the first rows of a scan that opened its ring after
-/// holding batches (`offsets_are_skipped_in_the_daemon_where_the_scan_gives_the_rows`),
-/// not yet understood.
+/// 256 KiB unless `RINGSCAN_INLINE_BYTES` says (0: every scan through a ring, as
+/// before; for side-by-side benchmarks).
 pub(crate) fn default_inline_answer_bytes() -> u64 {
     std::env::var("RINGSCAN_INLINE_BYTES")
         .ok()
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+        .unwrap_or(256 << 10)
 }
 
 /// One scan of the IO daemon, as a DataFusion leaf.
