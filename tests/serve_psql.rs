@@ -768,6 +768,83 @@ fn psycopg_writes_tables_and_duckdb_reads_what_was_flushed() {
     assert!(stdout.contains("ok drop table"), "{stdout}");
 }
 
+/// A host and its IO daemon killed with SIGKILL, with a client connected: a new host
+/// listens on the same port at once (the old one's sockets linger in the kernel), starts
+/// a new daemon (the dead one's pid and socket files are stale), and every row the old
+/// one acknowledged is there.
+#[test]
+fn a_host_killed_with_sigkill_is_back_on_its_port_with_every_acknowledged_row() {
+    if !have_psql() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let _daemon = DaemonGuard(&data);
+    let mut host = Host::start(&data, &dir.path().join("serve.log"), &[]);
+    let port = host.port;
+    let (ok, _, err) =
+        host.psql("CREATE TABLE ledger (id BIGINT NOT NULL, v TEXT, PRIMARY KEY (id))");
+    assert!(ok, "create: {err}");
+    for chunk in 0..5 {
+        let values: Vec<String> = (chunk * 20..chunk * 20 + 20)
+            .map(|i| format!("({i}, 'row {i}')"))
+            .collect();
+        let (ok, out, err) = host.psql(&format!("INSERT INTO ledger VALUES {}", values.join(", ")));
+        assert!(ok && out.contains("INSERT 0 20"), "insert: {out} {err}");
+    }
+    // A client stays connected through the kill, so the port has a socket left behind.
+    use std::io::Write;
+    let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    client
+        .write_all(&frame(0, b"\x00\x03\x00\x00user\x00ringscan\x00\x00")[1..])
+        .expect("startup");
+    let status = ringscan(&["daemon", "status"], &data);
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    let daemon_pid: i32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("pid"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no daemon pid in: {status}"));
+    host.child.kill().expect("SIGKILL the host");
+    host.child.wait().expect("reap the host");
+    let killed = Command::new("kill")
+        .args(["-KILL", &daemon_pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success(), "SIGKILL the daemon {daemon_pid}");
+    let started = Instant::now();
+    let host = Host::start_on(
+        &format!("127.0.0.1:{port}"),
+        &data,
+        &dir.path().join("serve-2.log"),
+        &[],
+    );
+    assert_eq!(host.port, port);
+    let (ok, out, err) = host.psql("SELECT count(*), sum(id), min(v), max(v) FROM ledger");
+    let back = started.elapsed();
+    assert!(ok, "query after the restart: {err}");
+    assert_eq!(out.trim(), "100,4950,row 0,row 99", "{out}");
+    assert!(
+        back < Duration::from_secs(10),
+        "listening and answering took {back:?} after the kill"
+    );
+    let (ok, out, err) = host.psql("INSERT INTO ledger VALUES (100, 'after')");
+    assert!(
+        ok && out.contains("INSERT 0 1"),
+        "insert after the restart: {out} {err}"
+    );
+    let (ok, _, err) = host.psql_commands(&[
+        "\\set VERBOSITY verbose",
+        "INSERT INTO ledger VALUES (7, 'again')",
+    ]);
+    assert!(
+        !ok && err.contains("23505"),
+        "a duplicate key after the restart: {err}"
+    );
+    drop(client);
+}
+
 #[test]
 fn a_non_loopback_address_without_a_password_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");

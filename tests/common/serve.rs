@@ -15,9 +15,14 @@ impl Host {
     /// Starts `ringscan serve --listen 127.0.0.1:0 --data DATA OPTIONS...` and waits (at
     /// most 30 s) for its `listening on` line in `log`.
     pub(crate) fn start(data: &Path, log: &Path, options: &[&str]) -> Self {
+        Self::start_on("127.0.0.1:0", data, log, options)
+    }
+
+    /// [`Host::start`] listening on `listen`.
+    pub(crate) fn start_on(listen: &str, data: &Path, log: &Path, options: &[&str]) -> Self {
         let out = std::fs::File::create(log).expect("log");
         let child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .args(["serve", "--listen", listen, "--data"])
             .arg(data)
             .args(options)
             .stdin(Stdio::null())
