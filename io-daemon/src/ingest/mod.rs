@@ -8,6 +8,7 @@
 //!   each group of concurrent commits durable with one `fdatasync`.
 
 pub mod file;
+mod file_keys;
 pub mod manifest;
 mod memtable;
 pub mod store;

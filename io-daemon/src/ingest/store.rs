@@ -30,13 +30,14 @@ use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use ringscan_ipc::msg::{CmpOp, FileVersion, Literal, Operand, Predicate};
 
 use super::file::{FsDir, LogDir};
+use super::file_keys::{self, FileKeys};
 use super::manifest::{sync_dir, Manifest, ManifestFile, MANIFEST_FILE};
 use super::memtable::Memtable;
 use super::wal::{Committer, Lsn, Wal};
@@ -131,10 +132,16 @@ struct TableState {
     manifest: Manifest,
     /// Rows not yet in a file.
     mem: Memtable,
-    /// Every key of the table (files, memtable, and commits being written), with where
-    /// its row is: the memtable row's id (`Some`), else a file (`None`; also an id the
-    /// memtable no longer holds, which a flush moved into a file).
+    /// The keys of the memtable's rows and of the commits being written, with the
+    /// memtable row's id. A flush moves its rows' keys out, into the new file's
+    /// [`FileKeys`].
     keys: KeyMap,
+    /// The keys of the manifest's files, in brief, by file name.
+    file_keys: HashMap<String, Arc<FileKeys>>,
+    /// Grows by one with each file added to the table: a statement whose keys were
+    /// checked against the files of an older generation is checked again, in the log's
+    /// writer, against the files flushed since.
+    file_gen: u64,
     /// The id the next prepared commit's first row gets.
     next_id: u64,
     /// Truncates so far.
@@ -145,9 +152,10 @@ struct TableState {
 /// An encoded primary key, with the (batch, row) that holds it.
 type KeyAt = (Box<[u8]>, (usize, usize));
 
-/// Every key of a table and where its row is (see `TableState::keys`). Hashed with
-/// foldhash, seeded per process: SipHash was a third of a large COPY's daemon time.
-type KeyMap = HashMap<Box<[u8]>, Option<u64>, foldhash::fast::RandomState>;
+/// The keys of a table's rows in memory and where each row is (see
+/// `TableState::keys`). Hashed with foldhash, seeded per process: SipHash was a third
+/// of a large COPY's daemon time.
+type KeyMap = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
 
 /// The id of the first row of each of `batches`, the first one's being `first`.
 fn row_starts(first: u64, batches: &[RecordBatch]) -> Vec<u64> {
@@ -172,6 +180,8 @@ pub struct Commit {
     first_id: u64,
     /// The table's truncate count then.
     truncates: u64,
+    /// The table's file generation its keys were checked against.
+    file_gen: u64,
 }
 
 /// The log's committer: keys checked in log order, rows applied after the sync.
@@ -288,7 +298,7 @@ impl Ingest {
                 let starts = row_starts(state.mem.next_row(), &batches);
                 state.keys.extend(
                     keys.into_iter()
-                        .map(|(key, (b, r))| (key, Some(starts[b] + r as u64))),
+                        .map(|(key, (b, r))| (key, starts[b] + r as u64)),
                 );
                 state.mem.append(lsn, batches);
                 Ok(())
@@ -394,6 +404,7 @@ impl Ingest {
         state.dropped = true;
         state.mem.clear();
         state.keys.clear();
+        state.file_keys.clear();
         map.remove(name);
         let _ = fs::remove_dir_all(&table.dir);
         let _ = sync_dir(&self.tables.data_dir);
@@ -418,6 +429,7 @@ impl Ingest {
         state.manifest = manifest;
         state.mem.clear();
         state.keys.clear();
+        state.file_keys.clear();
         state.truncates += 1;
         self.tables.version.bump();
         drop(state);
@@ -450,6 +462,12 @@ impl Ingest {
         let table = self.table(name).ok_or_else(|| self.no_table(name))?;
         let batches = table.conform(batches)?;
         let keys = table.keys_of(&batches)?;
+        // Against the files here, on the statement's thread (a read, where the filters
+        // cannot rule a key out, must not hold up the log's writer).
+        let (files, file_gen) = table.files_now();
+        if let Some(i) = table.first_in(&files, &keys)? {
+            return Err(table.duplicate(&batches, keys[i].1));
+        }
         let mut record = Vec::with_capacity(payload.len() + name.len() + 16);
         Record::encode_head(&mut record, table.id, name);
         record.extend_from_slice(payload);
@@ -460,6 +478,7 @@ impl Ingest {
             payload: record,
             first_id: 0,
             truncates: 0,
+            file_gen,
         })
     }
 
@@ -610,6 +629,13 @@ impl Ingest {
         };
         let name = format!("part-{through:020}.parquet");
         let written = table.write_file(&name, &batches)?;
+        let keys = match table.file_keys(&name, false) {
+            Ok(keys) => keys,
+            Err(e) => {
+                let _ = fs::remove_file(table.dir.join(&name));
+                return Err(e);
+            }
+        };
         let mut state = lock_write(&table.state);
         if state.dropped || state.manifest.flushed_lsn >= through {
             // Dropped or truncated meanwhile: the rows are gone, so is the file.
@@ -627,6 +653,10 @@ impl Ingest {
         }
         state.manifest = manifest;
         state.mem.drop_before(end);
+        // The flushed rows' keys now answer from the file (the ids from `end` on are
+        // rows still in memory, or of commits on their way).
+        table.add_file(&mut state, name, keys);
+        state.keys.retain(|_, row| *row >= end);
         self.tables.version.bump();
         Ok(written.rows)
     }
@@ -693,6 +723,13 @@ impl Ingest {
             .map_or(0, |d| d.as_nanos());
         let name = format!("part-{flushed:020}-c{stamp}.parquet");
         let written = table.write_file(&name, &batches)?;
+        let keys = match table.file_keys(&name, true) {
+            Ok(keys) => keys,
+            Err(e) => {
+                let _ = fs::remove_file(table.dir.join(&name));
+                return Err(e);
+            }
+        };
         let mut state = lock_write(&table.state);
         let names: HashSet<&str> = inputs.iter().map(|f| f.name.as_str()).collect();
         let still = state
@@ -721,6 +758,8 @@ impl Ingest {
             return Err(e.to_string());
         }
         state.manifest = manifest;
+        state.file_keys.retain(|f, _| !names.contains(f.as_str()));
+        table.add_file(&mut state, name, keys);
         self.tables.version.bump();
         drop(state);
         let now = Instant::now();
@@ -798,6 +837,8 @@ impl Table {
                 manifest,
                 mem: Memtable::default(),
                 keys: KeyMap::default(),
+                file_keys: HashMap::new(),
+                file_gen: 0,
                 next_id: 0,
                 truncates: 0,
                 dropped: false,
@@ -807,37 +848,60 @@ impl Table {
         Ok(table)
     }
 
-    /// Reads the key columns of the table's files into its key set.
+    /// Reads the key columns of the table's files into their [`FileKeys`].
     fn load_keys(&self) -> Result<(), String> {
         if self.key.is_empty() {
             return Ok(());
         }
-        let mut state = lock_write(&self.state);
-        let files: Vec<String> = state
+        let names: Vec<String> = lock_read(&self.state)
             .manifest
             .files
             .iter()
             .map(|f| f.name.clone())
             .collect();
-        for name in files {
-            let path = self.dir.join(&name);
-            let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-            let file = File::open(&path).map_err(|e| err(&e))?;
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
-            let mask = ProjectionMask::roots(builder.parquet_schema(), self.key.clone());
-            let reader = builder.with_projection(mask).build().map_err(|e| err(&e))?;
-            let converter = self.key_converter()?;
-            for batch in reader {
-                let batch = batch.map_err(|e| err(&e))?;
-                let rows = converter
-                    .convert_columns(batch.columns())
-                    .map_err(|e| err(&e))?;
-                for row in rows.iter() {
-                    state.keys.insert(row.as_ref().into(), None);
-                }
-            }
+        for name in names {
+            let keys = self.file_keys(&name, false)?;
+            self.add_file(&mut lock_write(&self.state), name, keys);
         }
         Ok(())
+    }
+
+    /// The keys of the table's file `name`, in brief (`merged`: a compaction's output).
+    fn file_keys(&self, name: &str, merged: bool) -> Result<Option<FileKeys>, String> {
+        match &self.converter {
+            None => Ok(None),
+            Some(converter) => {
+                FileKeys::load(&self.dir.join(name), &self.key, converter, 0, merged).map(Some)
+            }
+        }
+    }
+
+    /// Puts the keys of a file that joined the manifest where checks find them.
+    fn add_file(&self, state: &mut TableState, name: String, keys: Option<FileKeys>) {
+        state.file_gen += 1;
+        if let Some(mut keys) = keys {
+            keys.added = state.file_gen;
+            state.file_keys.insert(name, Arc::new(keys));
+        }
+    }
+
+    /// The keys of the files as they stand, and their generation.
+    fn files_now(&self) -> (Vec<Arc<FileKeys>>, u64) {
+        let state = lock_read(&self.state);
+        (state.file_keys.values().cloned().collect(), state.file_gen)
+    }
+
+    /// The first of `keys` (its index) that one of `files` holds.
+    fn first_in(&self, files: &[Arc<FileKeys>], keys: &[KeyAt]) -> Result<Option<usize>, String> {
+        match &self.converter {
+            Some(converter) if !files.is_empty() && !keys.is_empty() => file_keys::first_in_files(
+                files,
+                keys.iter().enumerate().map(|(i, (k, _))| (i, &**k)),
+                &self.key,
+                converter,
+            ),
+            _ => Ok(None),
+        }
     }
 
     /// Where the row of the key `predicate` fixes is (`None`: it fixes no whole key, or
@@ -871,9 +935,16 @@ impl Table {
         let rows = self.key_converter().ok()?.convert_columns(&values).ok()?;
         let key = rows.row(0);
         Some(match state.keys.get(key.as_ref()) {
-            None => KeyHit::Absent,
-            Some(Some(row)) if !state.mem.flushed(*row) => KeyHit::Memory(state.mem.row(*row)?),
+            Some(row) if !state.mem.flushed(*row) => KeyHit::Memory(state.mem.row(*row)?),
             Some(_) => KeyHit::Files,
+            None if state
+                .file_keys
+                .values()
+                .any(|f| f.may_contain(key.as_ref())) =>
+            {
+                KeyHit::Files
+            }
+            None => KeyHit::Absent,
         })
     }
 
@@ -1084,6 +1155,19 @@ impl Committer for Writer {
         // The ids its rows will have: commits apply in the order they are prepared
         // (or are abandoned, which hands the ids back), so the memtable gives the
         // same ones when it appends them.
+        if state.file_gen != commit.file_gen {
+            // Files flushed since the statement checked its keys hold keys that were in
+            // memory then (a compaction's output holds none that its inputs did not).
+            let newer: Vec<Arc<FileKeys>> = state
+                .file_keys
+                .values()
+                .filter(|f| f.added > commit.file_gen && !f.merged)
+                .cloned()
+                .collect();
+            if let Some(i) = table.first_in(&newer, &commit.keys)? {
+                return Err(table.duplicate(&commit.batches, commit.keys[i].1));
+            }
+        }
         state.next_id = state.next_id.max(state.mem.next_row());
         let first = state.next_id;
         let starts = row_starts(first, &commit.batches);
@@ -1094,7 +1178,7 @@ impl Committer for Writer {
                 }
                 return Err(table.duplicate(&commit.batches, (*b, *r)));
             }
-            state.keys.insert(key.clone(), Some(starts[*b] + *r as u64));
+            state.keys.insert(key.clone(), starts[*b] + *r as u64);
         }
         let rows: u64 = commit.batches.iter().map(|b| b.num_rows() as u64).sum();
         state.next_id = first + rows;
@@ -1122,7 +1206,7 @@ impl Committer for Writer {
         if truncates != state.truncates {
             // A truncate cleared the keys after this commit's were checked.
             for (key, (b, r)) in keys {
-                state.keys.insert(key, Some(starts[b] + r as u64));
+                state.keys.insert(key, starts[b] + r as u64);
             }
         }
         // Under the table's lock: a describe that stats the version sees this change
@@ -1554,6 +1638,104 @@ mod tests {
             .unwrap_err()
             .contains("does not exist"));
         assert_eq!(ids(&ingest, "t"), [1, 2, 3, 7, 8]);
+    }
+
+    /// Keys in files are checked by their filters and a read of what those cannot rule
+    /// out: every statement is accepted or refused exactly as a set of every key
+    /// accepted so far says, across flushes, compactions and reopenings (whose filters
+    /// are read from the files), with keys drawn so that half collide.
+    #[test]
+    fn file_keys_refuse_exactly_what_a_set_of_every_key_refuses() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (mut ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        let mut reference = HashSet::new();
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut random = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        let (mut refused, mut accepted) = (0, 0);
+        for round in 0..60 {
+            let n = 1 + random(40) as usize;
+            let mut ids: Vec<i64> = (0..n).map(|_| random(3_000) as i64).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            // Shuffled, so that a duplicate is not always the first key.
+            for i in (1..ids.len()).rev() {
+                ids.swap(i, random(i as u64 + 1) as usize);
+            }
+            let dup = ids.iter().find(|i| reference.contains(*i)).copied();
+            match insert(&ingest, "t", &ids) {
+                Ok(_) => {
+                    assert_eq!(dup, None, "round {round}: {ids:?} accepted");
+                    reference.extend(ids.iter().copied());
+                    accepted += 1;
+                }
+                Err(e) => {
+                    assert!(
+                        dup.is_some() && e.contains("already exists"),
+                        "round {round}: {ids:?} refused: {e}"
+                    );
+                    let named = ids
+                        .iter()
+                        .any(|i| reference.contains(i) && e.contains(&format!("Key (id)=({i})")));
+                    assert!(named, "round {round}: {e} names no key of {ids:?} taken");
+                    refused += 1;
+                }
+            }
+            match round % 10 {
+                3 | 5 | 7 => {
+                    ingest.flush(true).unwrap();
+                }
+                8 => {
+                    ingest.compact().unwrap();
+                }
+                9 => {
+                    drop(ingest);
+                    ingest = open(&root, &log).0;
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            accepted > 10 && refused > 10,
+            "{accepted} accepted, {refused} refused"
+        );
+        let mut expected: Vec<i64> = reference.into_iter().collect();
+        expected.sort_unstable();
+        assert_eq!(ids(&ingest, "t"), expected);
+    }
+
+    /// A statement checks its keys against the files before it reaches the log's
+    /// writer; a flush in between moves a key it must be refused for from memory into a
+    /// file, where the writer finds it.
+    #[test]
+    fn a_key_flushed_after_a_statement_checked_the_files_is_still_refused() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        insert(&ingest, "t", &[1]).unwrap();
+        ingest.flush(true).unwrap();
+        let batch = rows(&[4, 5]);
+        let payload =
+            ringscan_ipc::msg::encode_ipc_stream(&schema(), std::slice::from_ref(&batch)).unwrap();
+        let late = ingest.prepare("t", vec![batch], &payload).unwrap();
+        insert(&ingest, "t", &[5]).unwrap();
+        ingest.flush(true).unwrap();
+        let err = ingest.commit(late).unwrap_err();
+        assert!(err.contains("Key (id)=(5) already exists"), "{err}");
+        assert_eq!(ids(&ingest, "t"), [1, 5]);
+        insert(&ingest, "t", &[4]).unwrap();
+        assert_eq!(ids(&ingest, "t"), [1, 4, 5]);
     }
 
     #[test]
