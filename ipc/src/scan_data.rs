@@ -266,7 +266,8 @@ pub struct ScanSummary {
     /// Rows the offset skipped (never sent through the ring).
     #[serde(default)]
     pub rows_skipped_by_offset: u64,
-    /// Bytes read from storage.
+    /// Bytes read from storage (from object storage: the bytes needed, not the gaps
+    /// between them that coalescing fetched too; see `store_bytes_fetched`).
     #[serde(default)]
     pub bytes_read: u64,
     /// Of `bytes_read`, page index bytes (column and offset indexes).
@@ -297,7 +298,9 @@ pub struct ScanSummary {
     /// at once see each other's too.
     #[serde(default)]
     pub store_requests: u64,
-    /// Bytes object storage sent the scan (what `bytes_read` fetched remotely).
+    /// Bytes object storage sent the scan: the column data `bytes_read` counts (what
+    /// the decoders needed), plus the gaps that coalescing fetched along, the footers and
+    /// the page indexes.
     #[serde(default)]
     pub store_bytes_fetched: u64,
     /// Time spent waiting on object storage, summed over the scan's threads

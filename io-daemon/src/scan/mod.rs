@@ -85,6 +85,29 @@ pub const DEFAULT_BATCH_SIZE: usize = 8192;
 pub const DEFAULT_PREFETCH_ROW_GROUPS: usize = 2;
 /// Decoded bytes (estimated) in flight at most, unless one row group alone is larger.
 pub const DEFAULT_PREFETCH_BYTES: usize = 256 << 20;
+/// The most row groups a scan of remote files has in flight (fetching, fetched, or
+/// decoding): its read-ahead, sized to the store's latency (see [`remote_depth`]),
+/// stops here (and at `prefetch_bytes`).
+pub const MAX_REMOTE_IN_FLIGHT: usize = 64;
+/// A row group's decoding time assumed before any was measured, and the least one
+/// counted (microseconds): small, so that a scan reads ahead enough from its start.
+const MIN_TASK_US: u64 = 500;
+
+/// How many row groups a scan of remote files keeps in flight: enough that the
+/// decoders never wait for a request, `threads × latency / decode time` beyond the
+/// local depth (`base`), from the store's recent request latency and the mean decoding
+/// time of the scan's row groups so far. The local depth without a measured latency.
+fn remote_depth(base: usize, threads: usize, latency: Option<Duration>, task_us: u64) -> usize {
+    let Some(latency) = latency else {
+        return base;
+    };
+    let latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+    let ahead = latency_us
+        .saturating_mul(threads as u64)
+        .div_ceil(task_us.max(MIN_TASK_US));
+    base.saturating_add(usize::try_from(ahead).unwrap_or(usize::MAX))
+        .min(MAX_REMOTE_IN_FLIGHT.max(base))
+}
 
 /// What tells a running scan to stop (see [`ScanSpec::cancel`]). Checked by the scan's
 /// threads between row groups and pages, so cheap to ask.
@@ -417,7 +440,9 @@ pub fn scan_files(
         cancel: spec.cancel,
     };
     let threads = spec.threads.max(1);
-    let (job_tx, job_rx) = crossbeam_channel::bounded::<Job>(threads + spec.prefetch_row_groups);
+    // Room for every task in flight: the coordinator never blocks on sending one.
+    let queue = threads + spec.prefetch_row_groups.max(MAX_REMOTE_IN_FLIGHT);
+    let (job_tx, job_rx) = crossbeam_channel::bounded::<Job>(queue);
     let result = std::thread::scope(|scope| {
         // Workers start on demand, one per queued row group up to `threads`: a scan that
         // pruned everything starts none, a one-row-group scan starts one. Starting a thread
@@ -459,6 +484,10 @@ pub fn scan_files(
             in_flight_bytes: 0,
             estimates: BTreeMap::new(),
             scheduled_rows: 0,
+            store: store.as_deref(),
+            task_us: 0,
+            tasks_done: 0,
+            read_rest: false,
             remaining: spec.limit,
             to_skip: spec.offset,
         };
@@ -508,6 +537,14 @@ struct Coordinator<'s, 'c> {
     estimates: BTreeMap<u64, u64>,
     /// Rows scheduled so far (unfiltered scans: the limit stops scheduling).
     scheduled_rows: u64,
+    /// The bucket's client when the scan's files are remote: tasks then read ahead.
+    store: Option<&'c crate::storage::ObjectRoot>,
+    /// Decoding and filtering time of the worker tasks done, and how many.
+    task_us: u64,
+    tasks_done: u64,
+    /// Whether read-aheads include the columns after the predicate's: the latest task
+    /// read them whole.
+    read_rest: bool,
     /// Rows still to emit under the limit.
     remaining: Option<u64>,
     /// Rows of the offset still to skip: whole row groups and leading rows at planning
@@ -524,13 +561,24 @@ impl Coordinator<'_, '_> {
         threads: usize,
         spawn_worker: &mut dyn FnMut(),
     ) -> Result<(), ScanError> {
-        let max_in_flight = threads + self.spec.prefetch_row_groups;
+        let base = threads + self.spec.prefetch_row_groups;
         let mut workers = 0;
         loop {
             self.check_cancel()?;
             if self.remaining == Some(0) {
                 return Ok(());
             }
+            let max_in_flight = match self.store {
+                // Until a task has shown whether the rows pass (and the other columns
+                // are read whole), read-aheads hold the predicate's columns only: few
+                // tasks so far, so that most read-aheads know.
+                Some(_) if self.spec.predicate.is_some() && self.tasks_done == 0 => base,
+                Some(store) => {
+                    let task_us = self.task_us.checked_div(self.tasks_done).unwrap_or(0);
+                    remote_depth(base, threads, store.request_latency(), task_us)
+                }
+                None => base,
+            };
             while self.in_flight < max_in_flight
                 && (self.in_flight == 0 || self.in_flight_bytes < self.spec.prefetch_bytes as u64)
             {
@@ -547,6 +595,13 @@ impl Coordinator<'_, '_> {
                 if workers < threads && workers < self.in_flight - self.hot.len() {
                     spawn_worker();
                     workers += 1;
+                }
+                if self.store.is_some() && task.read_ahead.get().is_none() {
+                    // Later tasks join its read only where the scan surely runs them:
+                    // no limit to stop it, no top-k filter to prune them.
+                    let group = self.spec.limit.is_none() && self.spec.dynamic_filter.is_none();
+                    let later = self.planned.iter().take(if group { usize::MAX } else { 0 });
+                    task::read_ahead(std::iter::once(&task).chain(later), exec, self.read_rest);
                 }
                 let batches = usize::try_from(task.rows)
                     .unwrap_or(usize::MAX)
@@ -614,6 +669,9 @@ impl Coordinator<'_, '_> {
             self.in_flight -= 1;
             let est = self.estimates.remove(&seq).unwrap_or(0);
             self.in_flight_bytes = self.in_flight_bytes.saturating_sub(est);
+            self.task_us += stats.decode_us + stats.filter_us;
+            self.tasks_done += 1;
+            self.read_rest = stats.rest_whole;
             self.account(&stats);
         }
     }
@@ -868,4 +926,30 @@ pub(crate) fn guard_panic<T>(
             message,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_depth_follows_latency_over_decode_time() {
+        // No latency measured yet: the local depth.
+        assert_eq!(remote_depth(4, 2, None, 1000), 4);
+        // 20 ms requests, 2 ms row groups, 2 threads: 20 more in flight.
+        assert_eq!(
+            remote_depth(4, 2, Some(Duration::from_millis(20)), 2000),
+            24
+        );
+        // Unmeasured decoding counts as MIN_TASK_US; the depth stops at its bound.
+        assert_eq!(
+            remote_depth(4, 2, Some(Duration::from_secs(1)), 0),
+            MAX_REMOTE_IN_FLIGHT
+        );
+        // A local depth above the bound is kept.
+        assert_eq!(
+            remote_depth(100, 2, Some(Duration::from_millis(1)), 1000),
+            100
+        );
+    }
 }

@@ -64,6 +64,10 @@ pub(crate) struct RgTask {
     pub(crate) limit: Option<usize>,
     /// Decoded size estimate, for the prefetch byte budget.
     pub(crate) estimated_bytes: u64,
+    /// Reads of a remote file started before the task runs, shared with the next
+    /// tasks of the file (see `task::read_ahead`): its fetches are served from them
+    /// where they cover what the decoder needs.
+    pub(crate) read_ahead: std::sync::OnceLock<Arc<super::source::ReadAhead>>,
 }
 
 /// Plan `path`: `None` when partition values prune the whole file.
@@ -417,6 +421,7 @@ fn tasks(ctx: &Arc<FileCtx>, access: Vec<RowGroupAccess>) -> Vec<RgTask> {
                 rows: a.rows,
                 limit: None,
                 estimated_bytes: bytes.saturating_mul(a.rows) / total,
+                read_ahead: std::sync::OnceLock::new(),
             }
         })
         .collect()

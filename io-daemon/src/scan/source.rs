@@ -13,6 +13,7 @@ use parquet::errors::ParquetError;
 use parquet::file::reader::{ChunkReader, Length};
 
 pub(crate) use crate::storage::coalesce;
+use crate::storage::PendingReads;
 pub use crate::storage::{ByteRangeSource, IoMode, LocalFile, MappedFile};
 
 use super::page_header::PageHeaders;
@@ -47,15 +48,31 @@ pub(crate) struct Prefetched {
 }
 
 impl Prefetched {
-    /// Read `ranges` (coalesced) from `source`.
+    /// Read `ranges` (coalesced) from `source`, or slice them out of `ahead` when those
+    /// reads, started earlier, cover them. A wait on a remote source gives up once
+    /// `stop` says so.
     pub(crate) fn fetch(
         source: Arc<dyn ByteRangeSource>,
         ranges: Vec<Range<u64>>,
+        ahead: Option<&ReadAhead>,
+        stop: &dyn Fn() -> bool,
         stats: Arc<IoStats>,
     ) -> io::Result<Self> {
-        let ranges = coalesce(ranges, source.coalesce_gap());
+        // What the decoder needs, counted as read: the ranges without the gaps bridged
+        // (fetched but not needed: the store's own counter has them).
+        let gap = source.coalesce_gap();
+        let needed = (gap > 0).then(|| {
+            coalesce(ranges.clone(), 0)
+                .iter()
+                .map(|r| r.end - r.start)
+                .sum::<u64>()
+        });
+        let ranges = coalesce(ranges, gap);
         let start = Instant::now();
-        let parts = source.read_ranges(&ranges)?;
+        let parts = match ahead {
+            Some(ahead) if ahead.covers(&ranges) => ahead.read(&ranges, stop)?,
+            _ => source.read_ranges_until(&ranges, stop)?,
+        };
         if parts.len() != ranges.len() {
             return Err(io::Error::other(format!(
                 "{} byte ranges asked for, {} read",
@@ -64,7 +81,7 @@ impl Prefetched {
             )));
         }
         let bytes: u64 = parts.iter().map(|b| b.len() as u64).sum();
-        stats.add(bytes, start);
+        stats.add(needed.unwrap_or(bytes), start);
         let buffers: Vec<(u64, Bytes)> = ranges.iter().map(|r| r.start).zip(parts).collect();
         Ok(Self {
             source,
@@ -111,6 +128,145 @@ impl Prefetched {
             .map_err(|e| ParquetError::External(Box::new(e)))?;
         self.stats.add(bytes.len() as u64, start);
         Ok(bytes)
+    }
+}
+
+/// Byte ranges of one file read ahead of need for several tasks (consecutive row
+/// groups: one request where their chunks touch), shared by them: the first task to
+/// need them waits for the requests, the others for it. Dropped with the last task that
+/// holds it, which aborts requests still in flight.
+#[derive(Debug)]
+pub(crate) struct ReadAhead {
+    /// Sorted, disjoint.
+    ranges: Vec<Range<u64>>,
+    state: std::sync::Mutex<Ahead>,
+    ready: std::sync::Condvar,
+}
+
+#[derive(Debug)]
+enum Ahead {
+    /// Started; nobody waits yet.
+    Started(PendingReads),
+    /// A task waits for the requests.
+    Waiting,
+    /// Each range's bytes.
+    Ready(Arc<Vec<Bytes>>),
+    /// The requests failed (or the task waiting for them was stopped).
+    Failed(io::ErrorKind, String),
+}
+
+/// How often a task waiting for another's read asks whether the scan stopped.
+const AHEAD_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl ReadAhead {
+    /// Shares `pending`, the reads of `ranges`.
+    pub(crate) fn new(ranges: Vec<Range<u64>>, pending: PendingReads) -> Self {
+        debug_assert!(ranges.windows(2).all(|w| w[0].end <= w[1].start));
+        Self {
+            ranges,
+            state: std::sync::Mutex::new(Ahead::Started(pending)),
+            ready: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Reads already done: `buffers` are the bytes of `ranges` (tests).
+    #[cfg(test)]
+    fn ready(ranges: Vec<Range<u64>>, buffers: Vec<Bytes>) -> Self {
+        Self {
+            ranges,
+            state: std::sync::Mutex::new(Ahead::Ready(Arc::new(buffers))),
+            ready: std::sync::Condvar::new(),
+        }
+    }
+
+    /// The range of `self.ranges` holding all of `r`.
+    fn holding(&self, r: &Range<u64>) -> Option<usize> {
+        let i = self
+            .ranges
+            .partition_point(|a| a.start <= r.start)
+            .checked_sub(1)?;
+        (r.end <= self.ranges[i].end).then_some(i)
+    }
+
+    /// Whether every one of `ranges` lies inside the ranges read ahead.
+    pub(crate) fn covers(&self, ranges: &[Range<u64>]) -> bool {
+        ranges.iter().all(|r| self.holding(r).is_some())
+    }
+
+    /// The bytes of each of `ranges` (covered: see [`covers`](Self::covers)), once the
+    /// reads are done; an `Interrupted` error once `stop` says so.
+    pub(crate) fn read(
+        &self,
+        ranges: &[Range<u64>],
+        stop: &dyn Fn() -> bool,
+    ) -> io::Result<Vec<Bytes>> {
+        let buffers = self.wait(stop)?;
+        ranges
+            .iter()
+            .map(|r| {
+                let i = self.holding(r).ok_or_else(|| {
+                    io::Error::other(format!("{}..{} was not read ahead", r.start, r.end))
+                })?;
+                let at = usize::try_from(r.start - self.ranges[i].start).unwrap_or(usize::MAX);
+                let len = usize::try_from(r.end - r.start).unwrap_or(usize::MAX);
+                let buffer = &buffers[i];
+                if at.checked_add(len).is_none_or(|end| end > buffer.len()) {
+                    return Err(io::Error::other("a read-ahead buffer is short"));
+                }
+                Ok(buffer.slice(at..at + len))
+            })
+            .collect()
+    }
+
+    fn wait(&self, stop: &dyn Fn() -> bool) -> io::Result<Arc<Vec<Bytes>>> {
+        let lock = || {
+            self.state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let mut state = lock();
+        loop {
+            match &*state {
+                Ahead::Ready(buffers) => return Ok(Arc::clone(buffers)),
+                Ahead::Failed(kind, message) => return Err(io::Error::new(*kind, message.clone())),
+                Ahead::Waiting => {
+                    if stop() {
+                        return Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
+                    }
+                    state = self
+                        .ready
+                        .wait_timeout(state, AHEAD_POLL)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0;
+                }
+                Ahead::Started(_) => {
+                    let Ahead::Started(pending) = std::mem::replace(&mut *state, Ahead::Waiting)
+                    else {
+                        continue; // Not reached: matched as started.
+                    };
+                    drop(state);
+                    let result = pending
+                        .wait(stop)
+                        .map_err(crate::storage::StorageError::into_io);
+                    state = lock();
+                    *state = match result {
+                        Ok(buffers) if buffers.len() == self.ranges.len() => {
+                            Ahead::Ready(Arc::new(buffers))
+                        }
+                        Ok(buffers) => Ahead::Failed(
+                            io::ErrorKind::Other,
+                            format!(
+                                "{} byte ranges asked for, {} read",
+                                self.ranges.len(),
+                                buffers.len()
+                            ),
+                        ),
+                        Err(e) => Ahead::Failed(e.kind(), e.to_string()),
+                    };
+                    self.ready.notify_all();
+                }
+            }
+        }
     }
 }
 
@@ -216,8 +372,14 @@ mod tests {
         let data: Vec<u8> = (0..=255).collect();
         let src: Arc<dyn ByteRangeSource> = Arc::new(Mem(Bytes::from(data)));
         let stats = Arc::new(IoStats::default());
-        let p = Prefetched::fetch(Arc::clone(&src), vec![10..20, 40..50], Arc::clone(&stats))
-            .expect("fetch");
+        let p = Prefetched::fetch(
+            Arc::clone(&src),
+            vec![10..20, 40..50],
+            None,
+            &|| false,
+            Arc::clone(&stats),
+        )
+        .expect("fetch");
         assert_eq!(stats.bytes.load(Ordering::Relaxed), 20);
         assert_eq!(&p.get_bytes(12, 3).expect("hit")[..], &[12, 13, 14]);
         assert_eq!(stats.bytes.load(Ordering::Relaxed), 20);
@@ -244,6 +406,8 @@ mod tests {
         let p = Prefetched::fetch(
             Arc::clone(&src),
             vec![0..2, 2..bytes.len() as u64],
+            None,
+            &|| false,
             Arc::clone(&stats),
         )
         .expect("fetch")
@@ -263,5 +427,85 @@ mod tests {
         let mut hostile = direct.get_read(3).expect("a reader");
         assert!(io::Read::read_to_end(&mut hostile, &mut Vec::new()).is_err());
         assert_eq!(read_all(direct.get_read(0).expect("a good header")), bytes);
+    }
+
+    /// Served from a read-ahead, a fetch hands the decoder the same bytes as read from
+    /// the source, counts what it needed, and reads what the read-ahead does not cover
+    /// from the source.
+    #[test]
+    fn read_ahead_serves_the_bytes_the_source_would() {
+        let data: Vec<u8> = (0..=255).collect();
+        let src: Arc<dyn ByteRangeSource> = Arc::new(Mem(Bytes::from(data.clone())));
+        let merged = vec![8..60, 100..200];
+        let buffers = merged
+            .iter()
+            .map(|r| Bytes::copy_from_slice(&data[r.start as usize..r.end as usize]))
+            .collect();
+        let ahead = ReadAhead::ready(merged, buffers);
+        assert!(ahead.covers(&[10..20, 100..200, 59..60]));
+        assert!(!ahead.covers(std::slice::from_ref(&(50..70))));
+        assert!(!ahead.covers(std::slice::from_ref(&(0..9))));
+        let stop = || false;
+        for wanted in [
+            vec![10..20, 40..50],
+            vec![100..150, 8..9],
+            vec![50..70, 120..130],
+        ] {
+            let direct = Prefetched::fetch(
+                Arc::clone(&src),
+                wanted.clone(),
+                None,
+                &stop,
+                Arc::new(IoStats::default()),
+            )
+            .expect("direct");
+            let stats = Arc::new(IoStats::default());
+            let served = Prefetched::fetch(
+                Arc::clone(&src),
+                wanted.clone(),
+                Some(&ahead),
+                &stop,
+                Arc::clone(&stats),
+            )
+            .expect("served");
+            for r in &wanted {
+                let len = r.end - r.start;
+                assert_eq!(
+                    served.get_bytes(r.start, len as usize).expect("served"),
+                    direct.get_bytes(r.start, len as usize).expect("direct"),
+                    "{r:?}"
+                );
+            }
+            let needed: u64 = coalesce(wanted, 0).iter().map(|r| r.end - r.start).sum();
+            assert_eq!(stats.bytes.load(Ordering::Relaxed), needed);
+        }
+    }
+
+    /// A read-ahead whose requests failed fails every task that waits on it, with the
+    /// error's kind; a stopped wait is `Interrupted`.
+    #[test]
+    fn a_failed_read_ahead_fails_its_tasks() {
+        let whole: Range<u64> = 0..10;
+        let half: Range<u64> = 0..5;
+        let ahead = ReadAhead {
+            ranges: std::iter::once(whole.clone()).collect(),
+            state: std::sync::Mutex::new(Ahead::Failed(io::ErrorKind::NotFound, "gone".into())),
+            ready: std::sync::Condvar::new(),
+        };
+        for _ in 0..2 {
+            let err = ahead
+                .read(std::slice::from_ref(&half), &|| false)
+                .expect_err("failed");
+            assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        }
+        let waiting = ReadAhead {
+            ranges: std::iter::once(whole).collect(),
+            state: std::sync::Mutex::new(Ahead::Waiting),
+            ready: std::sync::Condvar::new(),
+        };
+        let err = waiting
+            .read(std::slice::from_ref(&half), &|| true)
+            .expect_err("stopped");
+        assert_eq!(err.kind(), io::ErrorKind::Interrupted);
     }
 }

@@ -21,7 +21,8 @@ use bytes::Bytes;
 
 pub use local::{IoMode, LocalFile, MappedFile};
 pub use object::{
-    is_object_url, object_root, ObjectRoot, ObjectSource, ObjectVersion, StorageError, StoreStats,
+    is_object_url, object_root, ObjectRoot, ObjectSource, ObjectVersion, PendingReads,
+    StorageError, StoreStats,
 };
 
 /// Random access to the bytes of one file.
@@ -43,6 +44,26 @@ pub trait ByteRangeSource: Send + Sync + std::fmt::Debug {
     /// other by default; an object store sends its requests concurrently.
     fn read_ranges(&self, ranges: &[Range<u64>]) -> io::Result<Vec<Bytes>> {
         ranges.iter().map(|r| self.read_range(r.clone())).collect()
+    }
+
+    /// [`read_ranges`](Self::read_ranges), giving up (an `Interrupted` error) once
+    /// `stop` says so: a source whose reads can take long (remote requests) asks it
+    /// while it waits and aborts its requests, so a cancelled scan leaves none behind.
+    /// Local reads are quick and ignore it.
+    fn read_ranges_until(
+        &self,
+        ranges: &[Range<u64>],
+        _stop: &dyn Fn() -> bool,
+    ) -> io::Result<Vec<Bytes>> {
+        self.read_ranges(ranges)
+    }
+
+    /// Starts reading `ranges` (sorted, disjoint) without waiting, where that pays: a
+    /// remote source sends its requests now, so that the caller can read ahead of its
+    /// decoders and hide the store's latency. `None`: reads are quick here (local
+    /// files), read them when needed.
+    fn start_reads(&self, _ranges: Vec<Range<u64>>) -> Option<io::Result<PendingReads>> {
+        None
     }
 
     /// Ranges closer than this are read as one (the gap read and dropped): fewer system

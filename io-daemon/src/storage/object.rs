@@ -12,7 +12,10 @@
 //!   `If-Match: <ETag>`, so an object rewritten during a scan fails the scan ("changed
 //!   while being read") instead of mixing two versions' bytes.
 //! - [`ObjectSource::read_ranges`] splits and fetches ranges concurrently
-//!   ([`MAX_CONCURRENT_REQUESTS`] in flight, at most [`MAX_REQUEST_BYTES`] each) and
+//!   ([`MAX_CONCURRENT_REQUESTS`] in flight, at most [`MAX_REQUEST_BYTES`] each);
+//!   [`ObjectSource::start_reads`] starts them without waiting (the scan reads row
+//!   groups ahead of its decoders) and hands back a [`PendingReads`] whose wait gives up
+//!   when the scan is cancelled, and whose drop aborts the requests still in flight; and
 //!   [`ObjectSource::coalesce_gap`] asks callers to merge ranges closer than
 //!   [`COALESCE_GAP_BYTES`]: a request costs more than a few kilobytes, but a gap of a
 //!   whole column chunk is bytes the scan does not need (with the concurrency, more
@@ -67,6 +70,8 @@ pub const RETRY: RetrySettings = RetrySettings {
 };
 /// Objects whose versions a root remembers from its listings (cleared when full).
 const MAX_KNOWN_OBJECTS: usize = 1 << 20;
+/// How often a thread waiting on requests asks whether its scan was cancelled.
+const STOP_POLL: Duration = Duration::from_millis(10);
 
 /// How failed requests are retried (see [`RETRY`]).
 #[derive(Debug, Clone, Copy)]
@@ -125,6 +130,8 @@ pub enum Failure {
     AccessDenied,
     /// The object is not the version listed (rewritten, or shorter than listed).
     Changed,
+    /// The caller stopped waiting (its scan was cancelled); the requests were aborted.
+    Cancelled,
     /// Anything else: unreachable, 5xx after the retries, too many objects...
     Other,
 }
@@ -140,6 +147,7 @@ impl StorageError {
             } => {
                 let kind = match failure {
                     Failure::NoSuchBucket | Failure::NoSuchObject => io::ErrorKind::NotFound,
+                    Failure::Cancelled => io::ErrorKind::Interrupted,
                     _ => io::ErrorKind::Other,
                 };
                 io::Error::new(kind, reason)
@@ -269,6 +277,25 @@ struct Counters {
     requests: AtomicU64,
     bytes_fetched: AtomicU64,
     wait_us: AtomicU64,
+    /// A moving average of one ranged GET's time, first byte asked to last byte
+    /// received (microseconds; 0 before the first).
+    latency_us: AtomicU64,
+}
+
+impl Counters {
+    /// Folds one GET's time into the moving average (weight 1/8: a few requests move it,
+    /// one outlier does not).
+    fn add_latency(&self, since: Instant) {
+        let sample = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        // Relaxed: an estimate; concurrent updates may lose one sample, never tear.
+        let old = self.latency_us.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old - old / 8 + sample / 8
+        };
+        self.latency_us.store(new.max(1), Ordering::Relaxed);
+    }
 }
 
 /// The client of one bucket, and the runtime its requests run on.
@@ -276,7 +303,7 @@ pub struct ObjectRoot {
     bucket: String,
     store: Arc<dyn ObjectStore>,
     runtime: tokio::runtime::Runtime,
-    counters: Counters,
+    counters: Arc<Counters>,
     /// Versions of the objects the latest listings found, by URL: a scan opening one
     /// needs no HEAD request.
     known: Mutex<HashMap<String, ObjectVersion>>,
@@ -353,7 +380,7 @@ impl ObjectRoot {
             bucket: bucket.to_owned(),
             store: Arc::new(store),
             runtime,
-            counters: Counters::default(),
+            counters: Arc::default(),
             known: Mutex::default(),
         })
     }
@@ -369,6 +396,15 @@ impl ObjectRoot {
             requests: self.counters.requests.load(Ordering::Relaxed),
             bytes_fetched: self.counters.bytes_fetched.load(Ordering::Relaxed),
             wait_us: self.counters.wait_us.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A moving average of the time one ranged GET took lately, from asking to the last
+    /// byte (`None` before the first): how far ahead a scan must read to hide it.
+    pub fn request_latency(&self) -> Option<Duration> {
+        match self.counters.latency_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
         }
     }
 
@@ -528,15 +564,17 @@ impl ObjectRoot {
         })
     }
 
-    /// Reads `ranges` of the object at `location` (version `e_tag`): split into parts
-    /// of at most [`MAX_REQUEST_BYTES`], [`MAX_CONCURRENT_REQUESTS`] in flight.
-    fn get_ranges(
+    /// Starts reading `ranges` of the object at `location` (version `e_tag`): split
+    /// into parts of at most [`MAX_REQUEST_BYTES`], [`MAX_CONCURRENT_REQUESTS`] in
+    /// flight, on this root's runtime. The requests run until they end or the
+    /// [`PendingReads`] is dropped.
+    fn start_ranges(
         &self,
         url: &Path,
         location: &Location,
         e_tag: Option<&str>,
-        ranges: &[Range<u64>],
-    ) -> Result<Vec<Bytes>, StorageError> {
+        ranges: Vec<Range<u64>>,
+    ) -> PendingReads {
         let mut parts: Vec<(usize, Range<u64>)> = Vec::new();
         for (i, r) in ranges.iter().enumerate() {
             let mut at = r.start;
@@ -547,12 +585,13 @@ impl ObjectRoot {
             }
         }
         let store = Arc::clone(&self.store);
+        let counters = Arc::clone(&self.counters);
         let location = location.clone();
         let e_tag = e_tag.map(str::to_owned);
-        let requests = parts.len();
         let fetches = parts.clone();
-        let answers = self.block_on(async move {
-            futures::stream::iter(fetches)
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let task = self.runtime.spawn(async move {
+            let answers = futures::stream::iter(fetches)
                 .map(|(_, range)| {
                     let options = GetOptions {
                         if_match: e_tag.clone(),
@@ -560,24 +599,96 @@ impl ObjectRoot {
                         ..GetOptions::default()
                     };
                     let (store, location) = (Arc::clone(&store), location.clone());
-                    async move { store.get_opts(&location, options).await?.bytes().await }
+                    let counters = Arc::clone(&counters);
+                    async move {
+                        // Counted when sent: an aborted request was still made.
+                        counters.requests.fetch_add(1, Ordering::Relaxed);
+                        let started = Instant::now();
+                        let bytes = store.get_opts(&location, options).await?.bytes().await?;
+                        counters.add_latency(started);
+                        counters
+                            .bytes_fetched
+                            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                        Ok::<Bytes, object_store::Error>(bytes)
+                    }
                 })
                 .buffered(MAX_CONCURRENT_REQUESTS)
                 .try_collect::<Vec<Bytes>>()
-                .await
-        })?;
-        self.counters
-            .requests
-            .fetch_add(requests as u64, Ordering::Relaxed);
-        let text = url.display().to_string();
+                .await;
+            let _ = tx.send(answers);
+        });
+        PendingReads {
+            url: url.to_path_buf(),
+            ranges,
+            parts,
+            rx,
+            task: task.abort_handle(),
+            counters: Arc::clone(&self.counters),
+        }
+    }
+}
+
+/// Ranged GETs of one object started and not yet waited for
+/// ([`ObjectSource::start_reads`]). Dropping it aborts the requests still in flight: a
+/// cancelled or failed scan leaves nothing running against the store.
+#[derive(Debug)]
+pub struct PendingReads {
+    /// `s3://bucket/key`, for messages.
+    url: PathBuf,
+    ranges: Vec<Range<u64>>,
+    /// The requests: which range each part belongs to, and its bytes.
+    parts: Vec<(usize, Range<u64>)>,
+    rx: std::sync::mpsc::Receiver<Result<Vec<Bytes>, object_store::Error>>,
+    task: tokio::task::AbortHandle,
+    counters: Arc<Counters>,
+}
+
+impl Drop for PendingReads {
+    fn drop(&mut self) {
+        // Aborting a finished task does nothing.
+        self.task.abort();
+    }
+}
+
+impl PendingReads {
+    /// The ranges asked for (sorted, disjoint).
+    pub fn ranges(&self) -> &[Range<u64>] {
+        &self.ranges
+    }
+
+    /// Waits for the bytes of every range, in order. Every [`STOP_POLL`] it asks
+    /// `stop`: once that says yes, the requests are aborted and the answer is
+    /// [`Failure::Cancelled`].
+    pub fn wait(self, stop: &dyn Fn() -> bool) -> Result<Vec<Bytes>, StorageError> {
+        let started = Instant::now();
+        let text = self.url.display().to_string();
+        let answers = loop {
+            match self.rx.recv_timeout(STOP_POLL) {
+                Ok(answers) => break Some(answers),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !stop() => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break None,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    break Some(Err(object_store::Error::Generic {
+                        store: "S3",
+                        source: "the requests were dropped (the client's runtime stopped)".into(),
+                    }));
+                }
+            }
+        };
+        let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.counters.wait_us.fetch_add(waited, Ordering::Relaxed);
+        let Some(answers) = answers else {
+            return Err(StorageError::Request {
+                url: text,
+                reason: "reading: cancelled".to_owned(),
+                failure: Failure::Cancelled,
+            });
+        };
         let answers = answers.map_err(|e| request_error(&text, "reading", &e))?;
-        let fetched: u64 = answers.iter().map(|b| b.len() as u64).sum();
-        self.counters
-            .bytes_fetched
-            .fetch_add(fetched, Ordering::Relaxed);
+        let ranges = &self.ranges;
         let mut out: Vec<Option<BytesMut>> = vec![None; ranges.len()];
         let mut single: Vec<Option<Bytes>> = vec![None; ranges.len()];
-        for ((i, range), bytes) in parts.into_iter().zip(answers) {
+        for ((i, range), bytes) in self.parts.iter().cloned().zip(answers) {
             let want = range.end - range.start;
             if bytes.len() as u64 != want {
                 return Err(StorageError::Request {
@@ -713,6 +824,21 @@ impl ObjectSource {
         &self.url
     }
 
+    /// Starts reading `ranges` (sorted, disjoint, inside the object) without waiting:
+    /// [`PendingReads::wait`] gives their bytes, and dropping it aborts what is still in
+    /// flight.
+    pub fn start_reads(&self, ranges: Vec<Range<u64>>) -> io::Result<PendingReads> {
+        for r in &ranges {
+            self.check(r)?;
+        }
+        Ok(self.root.start_ranges(
+            &self.url,
+            &self.location,
+            self.version.e_tag.as_deref(),
+            ranges,
+        ))
+    }
+
     fn check(&self, range: &Range<u64>) -> io::Result<()> {
         if range.start > range.end || range.end > self.version.size {
             return Err(io::Error::new(
@@ -738,17 +864,21 @@ impl ByteRangeSource for ObjectSource {
     }
 
     fn read_ranges(&self, ranges: &[Range<u64>]) -> io::Result<Vec<Bytes>> {
-        for r in ranges {
-            self.check(r)?;
-        }
-        self.root
-            .get_ranges(
-                &self.url,
-                &self.location,
-                self.version.e_tag.as_deref(),
-                ranges,
-            )
+        self.read_ranges_until(ranges, &|| false)
+    }
+
+    fn read_ranges_until(
+        &self,
+        ranges: &[Range<u64>],
+        stop: &dyn Fn() -> bool,
+    ) -> io::Result<Vec<Bytes>> {
+        self.start_reads(ranges.to_vec())?
+            .wait(stop)
             .map_err(StorageError::into_io)
+    }
+
+    fn start_reads(&self, ranges: Vec<Range<u64>>) -> Option<io::Result<PendingReads>> {
+        Some(ObjectSource::start_reads(self, ranges))
     }
 
     fn coalesce_gap(&self) -> u64 {

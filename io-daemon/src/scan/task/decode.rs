@@ -259,7 +259,7 @@ fn decode_each(
     out: &mut TaskOutput,
     each: &mut EachBatch<'_>,
 ) -> Result<(), ScanError> {
-    let data = fetch(ctx, task, roots, selection.as_ref(), io)?;
+    let data = fetch(ctx, task, roots, selection.as_ref(), ex, io)?;
     let mut start = Instant::now();
     let mask = ProjectionMask::roots(
         ctx.meta.file_metadata().schema_descr(),

@@ -30,6 +30,7 @@ use super::{filter, micros, LateMaterialization, ScanError};
 use batches::{arrow_err, assemble, concat, concat_masks, filter_batch, mismatch, rows, zip};
 use decode::{read, read_each};
 use dedupe::Dedupe;
+pub(crate) use fetch::read_ahead;
 
 mod batches;
 mod decode;
@@ -66,6 +67,9 @@ pub(crate) struct TaskOutput {
     pub(crate) decode_us: u64,
     pub(crate) filter_us: u64,
     pub(crate) late: bool,
+    /// The other output columns were read whole under the page selection (eager, after
+    /// the predicate passed rows): what a read-ahead of them would have fetched.
+    pub(crate) rest_whole: bool,
     /// Reads served by the column cache.
     pub(crate) cached_reads: u64,
 }
@@ -254,6 +258,7 @@ fn run_inner(
             out,
         )?
     } else {
+        out.rest_whole = true;
         let batches = read(
             ctx,
             task,
