@@ -597,10 +597,23 @@ impl Coordinator<'_, '_> {
                     workers += 1;
                 }
                 if self.store.is_some() && task.read_ahead.get().is_none() {
-                    // Later tasks join its read only where the scan surely runs them:
-                    // no limit to stop it, no top-k filter to prune them.
-                    let group = self.spec.limit.is_none() && self.spec.dynamic_filter.is_none();
-                    let later = self.planned.iter().take(if group { usize::MAX } else { 0 });
+                    // Later tasks join its read only where the scan surely runs them: no
+                    // top-k filter to prune them, and a limit that all their rows (every
+                    // one passing) would not reach.
+                    let mut rows_left = if self.spec.dynamic_filter.is_some() {
+                        0
+                    } else if self.spec.predicate.is_some() {
+                        self.remaining
+                            .map_or(u64::MAX, |r| r.saturating_add(self.to_skip))
+                    } else {
+                        self.spec
+                            .limit
+                            .map_or(u64::MAX, |l| l.saturating_sub(self.scheduled_rows))
+                    };
+                    let later = self.planned.iter().take_while(|t| {
+                        rows_left = rows_left.saturating_sub(t.rows);
+                        rows_left > 0
+                    });
                     task::read_ahead(std::iter::once(&task).chain(later), exec, self.read_rest);
                 }
                 let batches = usize::try_from(task.rows)
