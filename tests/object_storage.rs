@@ -691,36 +691,57 @@ struct FaultProxy {
     port: u16,
     stop: Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    counts: Arc<ProxyCounts>,
 }
 
-/// What the proxy does to request number `n` (from 0).
+/// What a [`FaultProxy`] saw of the requests held by [`Fault::SlowRanges`].
+#[derive(Default)]
+struct ProxyCounts {
+    /// Requests being held now.
+    held: std::sync::atomic::AtomicU64,
+    /// Held requests whose client closed the connection before the answer.
+    abandoned: std::sync::atomic::AtomicU64,
+    /// Held requests forwarded after their delay.
+    forwarded: std::sync::atomic::AtomicU64,
+}
+
+/// What the proxy does to each request.
 #[derive(Clone, Copy)]
 enum Fault {
     /// Every request passes.
     None,
-    /// Every `k`th request gets a 503; the others pass after `delay_ms`.
-    Every { k: u64, delay_ms: u64 },
+    /// The first try of every request (its method, target and byte range) gets a 503
+    /// after `delay_ms`; its retries pass after `delay_ms`. (Failing every second
+    /// request instead made the test depend on requests arriving one at a time: with
+    /// several in flight, one of them could draw five 503s in a row.)
+    FirstTry { delay_ms: u64 },
     /// Every request gets a 503.
     All,
+    /// Ranged GETs (column data, footers) are held `delay_ms` before they are
+    /// forwarded, unless their client goes away meanwhile; listings pass at once.
+    SlowRanges { delay_ms: u64 },
 }
 
 impl FaultProxy {
     fn start(upstream: u16, fault: Arc<std::sync::Mutex<Fault>>) -> Self {
         use std::io::{Read, Write};
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::atomic::{AtomicBool, Ordering};
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let port = listener.local_addr().expect("addr").port();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
-        let count = Arc::new(AtomicU64::new(0));
+        let seen = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+        let counts = Arc::new(ProxyCounts::default());
+        let counted = Arc::clone(&counts);
         let thread = std::thread::spawn(move || {
             while !stopping.load(Ordering::Relaxed) {
                 let Ok((mut client, _)) = listener.accept() else {
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 };
-                let (count, fault) = (Arc::clone(&count), Arc::clone(&fault));
+                let (seen, fault) = (Arc::clone(&seen), Arc::clone(&fault));
+                let counts = Arc::clone(&counted);
                 std::thread::spawn(move || {
                     let _ = client.set_nonblocking(false);
                     let _ = client.set_read_timeout(Some(Duration::from_secs(10)));
@@ -750,15 +771,52 @@ impl FaultProxy {
                             Ok(n) => request.extend_from_slice(&buf[..n]),
                         }
                     }
-                    let n = count.fetch_add(1, Ordering::Relaxed);
                     let fault = *fault.lock().unwrap_or_else(|e| e.into_inner());
                     let fail = match fault {
                         Fault::None => false,
-                        Fault::Every { k, delay_ms } => {
+                        Fault::FirstTry { delay_ms } => {
                             std::thread::sleep(Duration::from_millis(delay_ms));
-                            n % k == 0
+                            let key: Vec<&str> = head
+                                .lines()
+                                .enumerate()
+                                .filter(|(i, l)| {
+                                    *i == 0 || l.to_ascii_lowercase().starts_with("range:")
+                                })
+                                .map(|(_, l)| l)
+                                .collect();
+                            seen.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(key.join("\n"))
                         }
                         Fault::All => true,
+                        Fault::SlowRanges { delay_ms }
+                            if head.to_ascii_lowercase().contains("\r\nrange:") =>
+                        {
+                            // Held, watching the client: a closed connection ends it.
+                            counts.held.fetch_add(1, Ordering::SeqCst);
+                            let until = Instant::now() + Duration::from_millis(delay_ms);
+                            let _ = client.set_nonblocking(true);
+                            let mut gone = false;
+                            while Instant::now() < until && !gone {
+                                std::thread::sleep(Duration::from_millis(5));
+                                gone = matches!(client.peek(&mut [0u8; 1]), Ok(0))
+                                    || matches!(&client.peek(&mut [0u8; 1]),
+                                        Err(e) if e.kind() != std::io::ErrorKind::WouldBlock);
+                            }
+                            let _ = client.set_nonblocking(false);
+                            let which = if gone {
+                                &counts.abandoned
+                            } else {
+                                &counts.forwarded
+                            };
+                            which.fetch_add(1, Ordering::SeqCst);
+                            counts.held.fetch_sub(1, Ordering::SeqCst);
+                            if gone {
+                                return;
+                            }
+                            false
+                        }
+                        Fault::SlowRanges { .. } => false,
                     };
                     if fail {
                         let _ = client.write_all(
@@ -789,6 +847,7 @@ impl FaultProxy {
             port,
             stop,
             thread: Some(thread),
+            counts,
         }
     }
 }
@@ -836,7 +895,7 @@ fn server_errors_and_slow_answers_are_retried() {
     let expected = ringscan(&args, &local_text, None, &endpoint);
     assert!(expected.status.success(), "{}", stderr(&expected));
 
-    *fault.lock().unwrap() = Fault::Every { k: 2, delay_ms: 30 };
+    *fault.lock().unwrap() = Fault::FirstTry { delay_ms: 30 };
     let out = ringscan(&args, url, Some(&state), &endpoint);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), stdout(&expected));
@@ -855,6 +914,93 @@ fn server_errors_and_slow_answers_are_retried() {
         "{:?}",
         started.elapsed()
     );
+
+    *fault.lock().unwrap() = Fault::None;
+    let out = ringscan(&args, url, Some(&state), &endpoint);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&expected));
+}
+
+/// A scan that is cancelled (its client killed) while its ranged GETs wait on a slow
+/// store aborts them: the store sees every held request's connection closed within
+/// moments, not answered 8 s later, and the daemon answers the next query.
+#[test]
+fn a_cancelled_scan_aborts_its_requests() {
+    use std::sync::atomic::Ordering;
+    let Some(python) = python_or_skip("a_cancelled_scan_aborts_its_requests") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
+    let local = dir.path().join("data");
+    std::fs::create_dir_all(&local).expect("mkdir");
+    write_partitioned(&local);
+    moto.boto("s3.create_bucket(Bucket='lake')");
+    moto.upload_dir(&local, "lake", "r");
+    let fault = Arc::new(std::sync::Mutex::new(Fault::None));
+    let proxy = FaultProxy::start(moto.port, Arc::clone(&fault));
+    let endpoint = format!("http://127.0.0.1:{}", proxy.port);
+    let url = "s3://lake/r";
+    let state = dir.path().join("state");
+    let local_text = local.display().to_string();
+    let _daemons = Daemons {
+        roots: vec![
+            (url.to_owned(), Some(state.clone())),
+            (local_text.clone(), None),
+        ],
+        endpoint: &endpoint,
+    };
+    // No predicate: no page index to read, only the column chunks once the footers
+    // are in the daemon's cache (the statistics-only count puts them there).
+    let sql = "SELECT region, sum(amount), count(note) FROM part GROUP BY region ORDER BY region";
+    let args = ["query", "--format", "csv", "--no-cache", sql];
+    let expected = ringscan(&args, &local_text, None, &endpoint);
+    assert!(expected.status.success(), "{}", stderr(&expected));
+    let warm = ringscan(
+        &["query", "--no-cache", "SELECT count(*) FROM part"],
+        url,
+        Some(&state),
+        &endpoint,
+    );
+    assert!(warm.status.success(), "{}", stderr(&warm));
+
+    *fault.lock().unwrap() = Fault::SlowRanges { delay_ms: 8000 };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
+        .args(args)
+        .args(["--data", url, "--state"])
+        .arg(&state)
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ALLOW_HTTP", "true")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ringscan");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while proxy.counts.held.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no ranged GET reached the proxy");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200)); // the scan's other requests
+    let held = proxy.counts.held.load(Ordering::SeqCst);
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let killed = Instant::now();
+    while proxy.counts.held.load(Ordering::SeqCst) > 0 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(4),
+            "requests still held {:?} after the client was killed ({} of {held}, {} abandoned)",
+            killed.elapsed(),
+            proxy.counts.held.load(Ordering::SeqCst),
+            proxy.counts.abandoned.load(Ordering::SeqCst),
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(proxy.counts.forwarded.load(Ordering::SeqCst), 0);
+    assert!(proxy.counts.abandoned.load(Ordering::SeqCst) >= held);
 
     *fault.lock().unwrap() = Fault::None;
     let out = ringscan(&args, url, Some(&state), &endpoint);
