@@ -326,9 +326,11 @@ fn print_stats(
     }
     if s.store_requests > 0 {
         eprintln!(
-            "object store: {} requests, {} fetched, {} waiting (summed over threads)",
+            "object store: {} requests, {} fetched for {} read, {} waiting (summed over \
+             threads)",
             human_count(s.store_requests),
             human_bytes(s.store_bytes_fetched),
+            human_bytes(s.bytes_read),
             ms(s.store_wait_us)
         );
     }
