@@ -82,13 +82,19 @@ impl Bloom {
     }
 }
 
+/// The smallest and largest encoded key of a row group.
+type KeyRange = (Box<[u8]>, Box<[u8]>);
+
+/// The keys (their index, their bytes) a row group of a file may hold.
+type Reads<'k> = BTreeMap<(usize, usize), Vec<(usize, &'k [u8])>>;
+
 /// One file's keys in brief.
 #[derive(Debug)]
 pub(crate) struct FileKeys {
     path: PathBuf,
     bloom: Bloom,
     /// Per row group: its smallest and largest encoded key (`None`: no rows).
-    groups: Vec<Option<(Box<[u8]>, Box<[u8]>)>>,
+    groups: Vec<Option<KeyRange>>,
     /// The table's file generation when this file joined it (see `TableState`).
     pub(crate) added: u64,
     /// A compaction's output: every key in it was in the files it replaced.
@@ -213,7 +219,7 @@ pub(crate) fn first_in_files<'k>(
     converter: &RowConverter,
 ) -> Result<Option<usize>, String> {
     // (file, row group) -> the keys (their index) it may hold.
-    let mut reads: BTreeMap<(usize, usize), Vec<(usize, &[u8])>> = BTreeMap::new();
+    let mut reads: Reads<'k> = BTreeMap::new();
     for (i, k) in keys {
         for (f, file) in files.iter().enumerate() {
             for g in file.candidates(k) {
