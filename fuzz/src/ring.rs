@@ -49,7 +49,7 @@ pub(crate) mod at {
     pub(crate) const DATA: u64 = 4096;
 }
 const MAGIC: u64 = u64::from_le_bytes(*b"RINGSCAN");
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Producer states (`layout::state`).
 pub(crate) const RUNNING: u32 = 1;
 pub(crate) const FINISHED: u32 = 2;
@@ -139,7 +139,7 @@ pub fn ring_batches(bytes: &[u8]) -> usize {
     segment.put(at::MAGIC, &pick(1, MAGIC, MAGIC ^ 0x100).to_le_bytes());
     segment.put(
         at::VERSION,
-        &(pick(2, VERSION.into(), 2) as u32).to_le_bytes(),
+        &(pick(2, VERSION.into(), u64::from(VERSION) + 1) as u32).to_le_bytes(),
     );
     segment.put(
         at::HEADER_BYTES,

@@ -2,17 +2,24 @@
 //! and this crate's cross-process tests, spawn.
 //!
 //! The measuring process is the consumer (the executor's role); the spawned peer is
-//! the producer (the daemon's role). Two measurements, one run:
+//! the producer (the daemon's role). One run:
 //!
-//! - **Throughput**: the peer pushes the same 1 MiB batch (one `Int64` column) over and
-//!   over; the consumer imports each zero-copy and drops it. GB/s = column bytes
-//!   received / time from the first to the last batch. Next to it, single-threaded
-//!   `memcpy` bandwidth measured the same way: the same 1 MiB source copied into a
-//!   destination as large as the ring, cycling through it, as many times.
+//! - **Throughput**, in rounds: the peer pushes the same 1 MiB batch (one `Int64`
+//!   column) over and over; the consumer imports each zero-copy and drops it. GB/s =
+//!   column bytes received / time. Just before each round's ring measurement,
+//!   single-threaded `memcpy` bandwidth measured the same way: the same 1 MiB source
+//!   copied into a destination as large as the ring, cycling through it, as many times,
+//!   into a heap buffer and into a shared-memory segment. Each round's ratios compare
+//!   measurements a few ms apart, so that the load of a shared machine moves them
+//!   together; their spread over the rounds is the figure.
 //! - **Hand-off latency**: the peer pushes a one-row batch carrying its
-//!   `CLOCK_MONOTONIC` time, then sleeps, so the consumer is blocked in its futex wait
-//!   each time; the consumer subtracts that from its own clock on receipt. This is
-//!   encode + copy + publish + wake-up + import, one way.
+//!   `CLOCK_MONOTONIC` time; the consumer subtracts that from its own clock on
+//!   receipt: encode + copy + publish + wake-up (or end of a spin) + import, one way.
+//!   Three ways: an active stream (each batch sent as soon as the consumer answered the
+//!   last on a second ring) with the waits' spin on, so the consumer is awake; the
+//!   same with spinning off, so every hand-off wakes a sleeping consumer; and after an
+//!   idle pause (the producer sleeps before each push), where the consumer's spin
+//!   gives up and it sleeps.
 //!
 //! Peers are described by [`PeerSpec`], which turns into and back from command-line
 //! arguments so that any binary can host one (`ringscan __peer ...`, or this crate's
@@ -77,6 +84,9 @@ pub enum PeerSpec {
         gap_us: u64,
         /// Ring on which the consumer answers each batch.
         echo: Option<String>,
+        /// The peer's spin bound ([`set_wait_spin`](crate::set_wait_spin)), ns;
+        /// `None`: its default.
+        spin_ns: Option<u64>,
     },
     /// Create ring `name` and push a 10-row batch every `interval_ms`, forever (until
     /// killed or cancelled): the producer that tests kill.
@@ -128,6 +138,7 @@ impl PeerSpec {
                 samples,
                 gap_us,
                 echo,
+                spin_ns,
             } => (
                 "handoff",
                 kv(&[
@@ -136,6 +147,10 @@ impl PeerSpec {
                     ("samples", samples.to_string()),
                     ("gap-us", gap_us.to_string()),
                     ("echo", echo.clone().unwrap_or_else(|| "-".into())),
+                    (
+                        "spin-ns",
+                        spin_ns.map_or_else(|| "-".into(), |n| n.to_string()),
+                    ),
                 ]),
             ),
             Self::SlowProducer { name, interval_ms } => (
@@ -188,6 +203,10 @@ impl PeerSpec {
                 samples: num("samples")? as usize,
                 gap_us: num("gap-us")?,
                 echo: Some(get("echo")?).filter(|e| e != "-"),
+                spin_ns: match get("spin-ns")?.as_str() {
+                    "-" => None,
+                    n => Some(n.parse().map_err(|e| bad(format!("--spin-ns: {e}")))?),
+                },
             },
             "slow-producer" => Self::SlowProducer {
                 name: get("name")?,
@@ -241,7 +260,11 @@ pub fn peer_main(args: &[String]) -> Result<(), BenchError> {
             samples,
             gap_us,
             echo,
+            spin_ns,
         } => {
+            if let Some(ns) = spin_ns {
+                crate::set_wait_spin(Duration::from_nanos(ns));
+            }
             let schema = timestamp_schema();
             let mut producer = Producer::create(&name, schema.clone(), capacity_bytes)?;
             producer.wait_for_consumer()?;
@@ -318,103 +341,176 @@ pub fn attach_retry(name: &str, timeout: Duration) -> Result<Consumer, RingError
     }
 }
 
+/// Spin bound of the "spinning" measurements when the process's own is off (the
+/// default): what turning it on would give.
+const BENCH_SPIN_US: u64 = 20;
+
 /// Sizes of one `bench ring` run.
 #[derive(Debug, Clone)]
 pub struct RingBenchConfig {
     /// Column bytes per throughput batch (1 MiB).
     pub batch_bytes: usize,
-    /// Throughput batches.
+    /// Throughput batches timed per round.
     pub batches: usize,
+    /// Throughput rounds. Each times a heap memcpy, a shared-memory memcpy and then the
+    /// ring (one producer process for all rounds, paused by the full ring in between),
+    /// so that each round's ratios compare measurements a few ms apart, and a shared
+    /// machine's load, which comes and goes over seconds, moves them together.
+    pub rounds: usize,
     /// Ring data area.
     pub ring_capacity_bytes: usize,
-    /// Hand-off samples.
+    /// Hand-off samples per hand-off measurement.
     pub handoff_samples: usize,
-    /// Producer sleep between hand-off samples, so that the consumer blocks each time.
+    /// Producer sleep between idle hand-off samples, so that both sides go idle.
     pub handoff_gap_us: u64,
+    /// Spin bound of the waits (both processes) for the awake and idle measurements
+    /// (the process's own, or 20 µs if that is off); the asleep one and the
+    /// throughput rounds use the process's own.
+    pub spin: Duration,
 }
 
 impl Default for RingBenchConfig {
     fn default() -> Self {
         Self {
             batch_bytes: 1 << 20,
-            batches: 4096,
+            batches: 256,
+            rounds: 16,
             ring_capacity_bytes: 16 << 20,
             handoff_samples: 4000,
             handoff_gap_us: 200,
+            spin: crate::wait_spin().max(Duration::from_micros(BENCH_SPIN_US)),
         }
     }
+}
+
+/// Minimum, median and maximum of a few figures.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread {
+    /// Smallest.
+    pub min: f64,
+    /// Median (upper median of an even count).
+    pub median: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Self {
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        Self {
+            min: v.first().copied().unwrap_or(f64::NAN),
+            median: v.get(v.len() / 2).copied().unwrap_or(f64::NAN),
+            max: v.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+}
+
+/// One hand-off measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffFigures {
+    /// Spin bound of both sides' waits, µs.
+    pub spin_us: f64,
+    /// Median one-way latency (push on one side to the batch in hand on the other), µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Share of the hand-offs that found the consumer asleep in its futex wait.
+    pub asleep_fraction: f64,
+    /// Median over those that found it asleep, µs (0 if none did).
+    pub asleep_p50_us: f64,
+    /// Median over those that found it awake (spinning), µs (0 if none did).
+    pub awake_p50_us: f64,
 }
 
 /// Results of `bench ring`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RingBenchReport {
-    /// Ring throughput, GB/s (10^9 bytes of column data per second).
-    pub ring_gbps: f64,
-    /// Single-threaded memcpy bandwidth measured the same way, GB/s.
-    pub memcpy_gbps: f64,
-    /// `ring_gbps / memcpy_gbps`.
-    pub ratio: f64,
-    /// Median one-way hand-off latency, µs, on an active stream: each batch is sent as
-    /// soon as the previous one was answered, and the consumer is blocked in its futex
-    /// wait when it arrives (see `handoff_blocked_fraction`).
-    pub handoff_p50_us: f64,
-    /// 99th percentile of the same, µs.
-    pub handoff_p99_us: f64,
-    /// Share of those hand-offs that found the consumer asleep in the futex.
-    pub handoff_blocked_fraction: f64,
-    /// Median over only the hand-offs that found the consumer asleep, µs.
-    pub handoff_asleep_p50_us: f64,
-    /// Median one-way hand-off latency, µs, after an idle pause: the producer sleeps
-    /// `idle_gap_us` before each push, so both CPUs have gone idle.
-    pub idle_handoff_p50_us: f64,
-    /// 99th percentile of the same, µs.
-    pub idle_handoff_p99_us: f64,
+    /// Ring throughput per round, GB/s (10^9 bytes of column data per second).
+    pub ring_gbps: Vec<f64>,
+    /// Single-threaded memcpy bandwidth into a heap buffer as large as the ring, per
+    /// round, measured just before the ring.
+    pub memcpy_gbps: Vec<f64>,
+    /// The same into a shared-memory segment like the ring's (its page size: a heap
+    /// buffer may get transparent huge pages, shared memory here does not).
+    pub shm_memcpy_gbps: Vec<f64>,
+    /// `ring_gbps / memcpy_gbps` per round.
+    pub ratios: Vec<f64>,
+    /// Spread of `ratios`.
+    pub ratio: Spread,
+    /// `ring_gbps / shm_memcpy_gbps` per round: the ring's cost over the copy into its
+    /// kind of memory.
+    pub shm_ratios: Vec<f64>,
+    /// Spread of `shm_ratios`.
+    pub shm_ratio: Spread,
+    /// Active stream with spinning on: each batch is sent as soon as the previous one
+    /// was answered (on a second ring), both sides spinning before they sleep.
+    pub awake: HandoffFigures,
+    /// The same stream with spinning off: every hand-off wakes a sleeping consumer.
+    pub asleep: HandoffFigures,
+    /// After an idle pause: the producer sleeps `idle_gap_us` before each push, so that
+    /// the consumer's spin gives up and it sleeps (blocking when idle).
+    pub idle: HandoffFigures,
     /// The pause before each idle hand-off.
     pub idle_gap_us: u64,
     /// Column bytes per throughput batch.
     pub batch_bytes: usize,
-    /// Throughput batches.
+    /// Throughput batches timed per round.
     pub batches: usize,
     /// Ring data area.
     pub ring_capacity_bytes: usize,
-    /// Hand-off samples.
+    /// Hand-off samples per measurement.
     pub handoff_samples: usize,
 }
 
-/// Runs both measurements. `spawn_peer` starts a process that calls [`peer_main`] with
-/// the given arguments; it is killed and reaped if the run fails.
+/// Runs all measurements. `spawn_peer` starts a process that calls [`peer_main`] with
+/// the given arguments; it is killed and reaped if the run fails. Sets this process's
+/// spin bound ([`set_wait_spin`](crate::set_wait_spin)) while it runs and restores it.
 pub fn run_ring_bench(
     config: &RingBenchConfig,
     spawn_peer: &mut dyn FnMut(&[String]) -> io::Result<Child>,
 ) -> Result<RingBenchReport, BenchError> {
-    if config.batches < 2 || config.handoff_samples == 0 || config.batch_bytes < 8 {
+    if config.batches < 2
+        || config.handoff_samples == 0
+        || config.batch_bytes < 8
+        || config.rounds == 0
+        || config.ring_capacity_bytes < config.batch_bytes
+    {
         return Err(BenchError::Args("benchmark sizes too small".into()));
     }
-    let ring_gbps = ring_throughput(config, spawn_peer)?;
-    let memcpy_gbps = memcpy_bandwidth(config);
-    let (mut active_ns, mut asleep_ns) = handoff(config, spawn_peer, true)?;
-    let (mut idle_ns, _) = handoff(config, spawn_peer, false)?;
-    active_ns.sort_unstable();
-    asleep_ns.sort_unstable();
-    idle_ns.sort_unstable();
-    let blocked = asleep_ns.len();
-    if asleep_ns.is_empty() {
-        asleep_ns.push(0);
-    }
-    let pct = |v: &[u64], p: f64| {
-        let ix = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len());
-        v[ix - 1] as f64 / 1000.0
-    };
+    let spin_before = crate::wait_spin();
+    let result = run_all(config, spawn_peer);
+    crate::set_wait_spin(spin_before);
+    result
+}
+
+fn run_all(
+    config: &RingBenchConfig,
+    spawn_peer: &mut dyn FnMut(&[String]) -> io::Result<Child>,
+) -> Result<RingBenchReport, BenchError> {
+    let rounds = throughput_rounds(config, spawn_peer)?;
+    let ring_gbps: Vec<f64> = rounds.iter().map(|r| r.ring_gbps).collect();
+    let memcpy_gbps: Vec<f64> = rounds.iter().map(|r| r.memcpy_gbps).collect();
+    let shm_memcpy_gbps: Vec<f64> = rounds.iter().map(|r| r.shm_memcpy_gbps).collect();
+    let ratios: Vec<f64> = rounds.iter().map(|r| r.ring_gbps / r.memcpy_gbps).collect();
+    let shm_ratios: Vec<f64> = rounds
+        .iter()
+        .map(|r| r.ring_gbps / r.shm_memcpy_gbps)
+        .collect();
+    let awake = handoff(config, spawn_peer, true, config.spin)?;
+    let asleep = handoff(config, spawn_peer, true, Duration::ZERO)?;
+    let idle = handoff(config, spawn_peer, false, config.spin)?;
     Ok(RingBenchReport {
+        ratio: Spread::of(&ratios),
+        shm_ratio: Spread::of(&shm_ratios),
         ring_gbps,
         memcpy_gbps,
-        ratio: ring_gbps / memcpy_gbps,
-        handoff_p50_us: pct(&active_ns, 0.50),
-        handoff_p99_us: pct(&active_ns, 0.99),
-        handoff_blocked_fraction: blocked as f64 / active_ns.len() as f64,
-        handoff_asleep_p50_us: pct(&asleep_ns, 0.50),
-        idle_handoff_p50_us: pct(&idle_ns, 0.50),
-        idle_handoff_p99_us: pct(&idle_ns, 0.99),
+        shm_memcpy_gbps,
+        ratios,
+        shm_ratios,
+        awake,
+        asleep,
+        idle,
         idle_gap_us: config.handoff_gap_us,
         batch_bytes: config.batch_bytes,
         batches: config.batches,
@@ -446,68 +542,136 @@ impl Drop for PeerGuard {
     }
 }
 
-fn ring_throughput(
+/// One throughput round's figures, GB/s.
+struct Round {
+    ring_gbps: f64,
+    memcpy_gbps: f64,
+    shm_memcpy_gbps: f64,
+}
+
+/// The throughput rounds. One peer pushes every round's batches; between rounds the
+/// consumer stops reading, the ring fills and the producer waits. A round times a heap
+/// memcpy, a shared-memory memcpy, then the ring: it first reads the batches the
+/// ring held (produced while it was not reading, so they would arrive at no cost), then
+/// times `batches` more. Round 0 runs on a fresh ring and fresh segment (first-touch
+/// page faults included), like a scan's first records on a new ring.
+fn throughput_rounds(
     config: &RingBenchConfig,
     spawn_peer: &mut dyn FnMut(&[String]) -> io::Result<Child>,
-) -> Result<f64, BenchError> {
+) -> Result<Vec<Round>, BenchError> {
     let name = unique_name("ringscan-bench");
+    // The ring holds fewer whole records than this (each has a header).
+    let held = config.ring_capacity_bytes / config.batch_bytes;
+    let per_round = held + config.batches;
     let spec = PeerSpec::Throughput {
         name: name.clone(),
         capacity_bytes: config.ring_capacity_bytes,
-        batches: config.batches,
+        batches: config.rounds * per_round,
         batch_bytes: config.batch_bytes,
     };
     let peer = PeerGuard(
         spawn_peer(&spec.to_args()).map_err(BenchError::Peer)?,
         name.clone(),
     );
-    let consumer = attach_retry(&name, Duration::from_secs(10))?;
-    let mut first: Option<Instant> = None;
-    let mut bytes = 0u64;
-    let mut count = 0usize;
-    for batch in consumer {
-        let batch = batch?;
-        let column_bytes = batch.column(0).to_data().buffers()[0].len() as u64;
-        if first.is_none() {
-            first = Some(Instant::now());
-        } else {
-            bytes += column_bytes;
+    let mut consumer = attach_retry(&name, Duration::from_secs(10))?;
+    let src: Vec<u8> = (0..config.batch_bytes).map(|i| i as u8).collect();
+    let mut heap = HeapDestination::new(config);
+    let shm = shm_destination(config)?;
+    let mut rounds = Vec::with_capacity(config.rounds);
+    for _ in 0..config.rounds {
+        let memcpy_gbps = copy_bandwidth(config, &src, |at, src| {
+            heap.write(at, src);
+            Ok(())
+        })?;
+        let shm_memcpy_gbps = copy_bandwidth(config, &src, |at, src| {
+            shm.write_from(at, src)
+                .ok_or_else(|| BenchError::Stream("copy past the segment".into()))
+        })?;
+        for _ in 0..held {
+            next_batch(&mut consumer)?;
         }
-        count += 1;
+        let start = Instant::now();
+        let mut bytes = 0u64;
+        for _ in 0..config.batches {
+            bytes += next_batch(&mut consumer)?;
+        }
+        let ring_gbps = bytes as f64 / start.elapsed().as_secs_f64() / 1e9;
+        rounds.push(Round {
+            ring_gbps,
+            memcpy_gbps,
+            shm_memcpy_gbps,
+        });
     }
-    let elapsed = first.map(|t| t.elapsed()).unwrap_or_default();
-    peer.wait_success()?;
-    if count != config.batches {
+    if let Some(extra) = consumer.next() {
         return Err(BenchError::Stream(format!(
-            "received {count} of {} batches",
-            config.batches
+            "the peer sent more batches than asked for: {:?}",
+            extra.map(|b| b.num_rows())
         )));
     }
-    Ok(bytes as f64 / elapsed.as_secs_f64() / 1e9)
+    peer.wait_success()?;
+    Ok(rounds)
 }
 
-fn memcpy_bandwidth(config: &RingBenchConfig) -> f64 {
-    let src: Vec<u8> = (0..config.batch_bytes).map(|i| i as u8).collect();
-    // Same footprint as the ring: the destination cycles through the ring's capacity.
+/// The next batch's column bytes; the batch is dropped (its ring space released).
+fn next_batch(consumer: &mut Consumer) -> Result<u64, BenchError> {
+    match consumer.next() {
+        Some(batch) => Ok(batch?.column(0).to_data().buffers()[0].len() as u64),
+        None => Err(BenchError::Stream(
+            "the throughput stream ended early".into(),
+        )),
+    }
+}
+
+/// A heap buffer as large as the ring, touched (no page faults timed).
+struct HeapDestination(Vec<u8>);
+
+impl HeapDestination {
+    fn new(config: &RingBenchConfig) -> Self {
+        Self(vec![1u8; config.ring_capacity_bytes])
+    }
+
+    fn write(&mut self, at: usize, src: &[u8]) {
+        self.0[at..at + src.len()].copy_from_slice(src);
+        std::hint::black_box(&mut self.0);
+    }
+}
+
+/// A fresh shared-memory segment as large as the ring, mapped like the producer's
+/// (named, then unlinked at once).
+fn shm_destination(config: &RingBenchConfig) -> Result<crate::sys::Mapping, BenchError> {
+    let name = unique_name("ringscan-bench");
+    let len = config.ring_capacity_bytes;
+    let fd = crate::sys::shm_create(&name, len as u64).map_err(BenchError::Peer)?;
+    let _ = crate::sys::shm_unlink(&name);
+    crate::sys::reserve(&fd, 0, len as u64).map_err(BenchError::Peer)?;
+    crate::sys::Mapping::map(&fd, 0, len, true).map_err(BenchError::Peer)
+}
+
+/// Copies `src` `config.batches` times with `copy(offset, src)`, cycling through a
+/// destination as large as the ring in batch-sized slots; GB/s.
+fn copy_bandwidth(
+    config: &RingBenchConfig,
+    src: &[u8],
+    mut copy: impl FnMut(usize, &[u8]) -> Result<(), BenchError>,
+) -> Result<f64, BenchError> {
     let slots = (config.ring_capacity_bytes / config.batch_bytes).max(1);
-    let mut dst = vec![1u8; slots * config.batch_bytes]; // touched: no page faults timed
     let start = Instant::now();
-    for i in 0..config.batches - 1 {
-        let at = (i % slots) * config.batch_bytes;
-        dst[at..at + config.batch_bytes].copy_from_slice(&src);
-        std::hint::black_box(&mut dst);
+    for i in 0..config.batches {
+        copy((i % slots) * config.batch_bytes, std::hint::black_box(src))?;
     }
     let elapsed = start.elapsed();
-    ((config.batches - 1) * config.batch_bytes) as f64 / elapsed.as_secs_f64() / 1e9
+    Ok((config.batches * config.batch_bytes) as f64 / elapsed.as_secs_f64() / 1e9)
 }
 
-/// One hand-off run: returns all latencies, and those of the hand-offs that found the
-/// consumer asleep.
+/// One hand-off run, both sides with spin bound `spin`: `active` paces the producer by
+/// the consumer's answers on an echo ring, otherwise by a sleep of `handoff_gap_us`.
 fn handoff(
     config: &RingBenchConfig,
     spawn_peer: &mut dyn FnMut(&[String]) -> io::Result<Child>,
     active: bool,
-) -> Result<(Vec<u64>, Vec<u64>), BenchError> {
+    spin: Duration,
+) -> Result<HandoffFigures, BenchError> {
+    crate::set_wait_spin(spin);
     let name = unique_name("ringscan-bench");
     let mut echo = if active {
         Some(Producer::create(
@@ -524,6 +688,7 @@ fn handoff(
         samples: config.handoff_samples,
         gap_us: config.handoff_gap_us,
         echo: echo.as_ref().map(|e| e.name().to_owned()),
+        spin_ns: Some(spin.as_nanos() as u64),
     };
     let peer = PeerGuard(
         spawn_peer(&spec.to_args()).map_err(BenchError::Peer)?,
@@ -535,8 +700,8 @@ fn handoff(
         vec![Arc::new(UInt64Array::from(vec![0u64]))],
     )
     .map_err(|e| BenchError::Stream(e.to_string()))?;
-    let mut latencies_ns = Vec::with_capacity(config.handoff_samples);
-    let mut asleep_ns = Vec::new();
+    let mut all_ns = Vec::with_capacity(config.handoff_samples);
+    let (mut asleep_ns, mut awake_ns) = (Vec::new(), Vec::new());
     let mut waits_before = 0;
     while let Some(batch) = Iterator::next(&mut consumer) {
         let batch = batch?;
@@ -548,9 +713,12 @@ fn handoff(
             .filter(|a| a.len() == 1)
             .ok_or_else(|| BenchError::Stream("not a one-row timestamp batch".into()))?
             .value(0);
-        latencies_ns.push(received.saturating_sub(sent));
+        let ns = received.saturating_sub(sent);
+        all_ns.push(ns);
         if consumer.blocked_waits() > waits_before {
-            asleep_ns.push(received.saturating_sub(sent));
+            asleep_ns.push(ns);
+        } else {
+            awake_ns.push(ns);
         }
         waits_before = consumer.blocked_waits();
         drop(batch);
@@ -559,55 +727,114 @@ fn handoff(
         }
     }
     peer.wait_success()?;
-    if latencies_ns.len() != config.handoff_samples {
+    if all_ns.len() != config.handoff_samples {
         return Err(BenchError::Stream(format!(
             "received {} of {} samples",
-            latencies_ns.len(),
+            all_ns.len(),
             config.handoff_samples
         )));
     }
-    Ok((latencies_ns, asleep_ns))
+    let asleep_fraction = asleep_ns.len() as f64 / all_ns.len() as f64;
+    Ok(HandoffFigures {
+        spin_us: spin.as_secs_f64() * 1e6,
+        p50_us: percentile_us(&mut all_ns, 0.50),
+        p99_us: percentile_us(&mut all_ns, 0.99),
+        asleep_fraction,
+        asleep_p50_us: percentile_us(&mut asleep_ns, 0.50),
+        awake_p50_us: percentile_us(&mut awake_ns, 0.50),
+    })
+}
+
+/// The `p` quantile of `ns` in µs (nearest rank); 0 for none.
+fn percentile_us(ns: &mut [u64], p: f64) -> f64 {
+    if ns.is_empty() {
+        return 0.0;
+    }
+    ns.sort_unstable();
+    let ix = ((ns.len() as f64 * p).ceil() as usize).clamp(1, ns.len());
+    ns[ix - 1] as f64 / 1000.0
 }
 
 /// The report as a small table.
 pub fn render_table(r: &RingBenchReport) -> String {
-    format!(
-        "ring bench ({} x {} KiB batches, ring {} MiB; {} hand-offs)\n\
-         {:<36} {:>10}\n\
-         {:<36} {:>10.2}\n\
-         {:<36} {:>10.2}\n\
-         {:<36} {:>10.2}\n\
-         {:<36} {:>10.2}\n\
-         {:<36} {:>10.2}\n\
-         {:<36} {:>10.2}\n\
-         {:<36} {:>10.2}\n\
-         {:<36} {:>10.2}\n\
-         {:<36} {:>10.2}\n",
+    use std::fmt::Write as _;
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut out = format!(
+        "ring bench ({} rounds x {} x {} KiB batches, ring {} MiB; {} hand-offs each)\n",
+        r.ratios.len(),
         r.batches,
         r.batch_bytes / 1024,
         r.ring_capacity_bytes >> 20,
         r.handoff_samples,
-        "metric",
-        "value",
-        "ring throughput (GB/s)",
-        r.ring_gbps,
-        "memcpy bandwidth (GB/s)",
-        r.memcpy_gbps,
-        "ratio ring / memcpy",
-        r.ratio,
-        "hand-off p50 (us)",
-        r.handoff_p50_us,
-        "hand-off p99 (us)",
-        r.handoff_p99_us,
-        "hand-off asleep fraction",
-        r.handoff_blocked_fraction,
-        "hand-off p50, asleep only (us)",
-        r.handoff_asleep_p50_us,
-        format!("idle hand-off p50 (us, {} us gap)", r.idle_gap_us),
-        r.idle_handoff_p50_us,
-        "idle hand-off p99 (us)",
-        r.idle_handoff_p99_us,
-    )
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {}",
+        "ring throughput (GB/s), per round",
+        list(&r.ring_gbps)
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {}",
+        "memcpy bandwidth (GB/s), per round",
+        list(&r.memcpy_gbps)
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {}",
+        "shm memcpy bandwidth (GB/s), per round",
+        list(&r.shm_memcpy_gbps)
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {}",
+        "ratio ring / memcpy, per round",
+        list(&r.ratios)
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {:.2} / {:.2} / {:.2}",
+        "ratio min / median / max", r.ratio.min, r.ratio.median, r.ratio.max
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {}",
+        "ratio ring / shm memcpy, per round",
+        list(&r.shm_ratios)
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {:.2} / {:.2} / {:.2}",
+        "ratio to shm min / median / max", r.shm_ratio.min, r.shm_ratio.median, r.shm_ratio.max
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "hand-off (us)", "spin", "p50", "p99", "asleep", "p50 slp", "p50 awk"
+    );
+    for (label, h) in [
+        ("active, spinning", &r.awake),
+        ("active, no spin (asleep)", &r.asleep),
+        (&*format!("idle ({} us gap)", r.idle_gap_us), &r.idle),
+    ] {
+        let _ = writeln!(
+            out,
+            "{:<40} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+            label,
+            h.spin_us,
+            h.p50_us,
+            h.p99_us,
+            h.asleep_fraction,
+            h.asleep_p50_us,
+            h.awake_p50_us
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -629,6 +856,7 @@ mod tests {
                 samples: 5,
                 gap_us: 7,
                 echo: None,
+                spin_ns: None,
             },
             PeerSpec::Handoff {
                 name: "/b".into(),
@@ -636,6 +864,7 @@ mod tests {
                 samples: 5,
                 gap_us: 0,
                 echo: Some("/e".into()),
+                spin_ns: Some(5000),
             },
             PeerSpec::SlowProducer {
                 name: "/c".into(),

@@ -24,8 +24,9 @@ use crate::layout::{
     RECORD_HEADER_BYTES, RING_MAGIC, RING_VERSION,
 };
 use crate::release::ReleaseTracker;
-use crate::ring::{notify, notify_always, validate_name, wait_until, LIVENESS_INTERVAL};
+use crate::ring::{validate_name, LIVENESS_INTERVAL};
 use crate::sys::{self, HoldsMapping, Mapping, ProcessWatch};
+use crate::wait::{notify_always, notify_if, wait_until, Spinner, Waited};
 
 /// What [`Consumer::try_next`] found.
 #[derive(Debug)]
@@ -59,9 +60,20 @@ impl Shared {
             // our reads of the released records happen before it overwrites them.
             // Stored under the lock so concurrent releases publish monotonically.
             h.read_pos.store(read_pos, Ordering::Release);
-            notify(&h.producer_waiting, &h.space_word);
+            wake_producer(h, read_pos);
         }
     }
+}
+
+/// Wakes the producer if it sleeps waiting for space that `read_pos` (just published)
+/// gives it: a release that does not reach its target would only wake it to find too
+/// little room.
+fn wake_producer(h: &crate::layout::RingHeader, read_pos: u64) {
+    notify_if(&h.producer_waiting, &h.space_word, || {
+        // Relaxed: the Acquire load of the flag in `notify_if` orders it after the
+        // producer's store (partner: its Release store of the flag in `wait_until`).
+        read_pos >= h.space_wanted_pos.load(Ordering::Relaxed)
+    });
 }
 
 /// A mapping of the data area, read-only: the consumer can never scribble over
@@ -88,6 +100,14 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.shared.release(self.seq);
     }
+}
+
+/// How long a consumer with nothing to read sleeps ([`Consumer::stalled_for`]).
+#[derive(Debug, Clone, Copy)]
+struct Pause {
+    timeout: Duration,
+    /// End the sleep when the producer starts waiting for space.
+    watch_producer: bool,
 }
 
 /// Attaches to a ring by name and yields its batches.
@@ -118,12 +138,16 @@ pub struct Consumer {
     finished: bool,
     /// Futex sleeps while the ring was empty.
     blocked_waits: u64,
+    /// Waits for data that a spin ended (no system call).
+    spun_waits: u64,
     /// Since when, and at which read position, the producer has been waiting for space
     /// held by our batches while we had nothing to read.
     stall: Option<(Instant, u64)>,
     /// Unpins done, and the ring bytes they copied out.
     unpins: u64,
     unpinned_bytes: u64,
+    /// How long to spin for data before sleeping.
+    spinner: Spinner,
     /// Start of the last batch record handed out (the model test checks positions).
     #[cfg(test)]
     pub(crate) last_batch_start: u64,
@@ -281,9 +305,11 @@ impl Consumer {
             done: false,
             finished: false,
             blocked_waits: 0,
+            spun_waits: 0,
             stall: None,
             unpins: 0,
             unpinned_bytes: 0,
+            spinner: Spinner::default(),
             #[cfg(test)]
             last_batch_start: 0,
         };
@@ -417,6 +443,12 @@ impl Consumer {
         self.blocked_waits
     }
 
+    /// How many times a wait for data ended while spinning, before any sleep (the
+    /// producer published within the spin bound: no system call on either side).
+    pub fn spun_waits(&self) -> u64 {
+        self.spun_waits
+    }
+
     /// How many times batches still held were copied out of the ring
     /// ([`unpin`](Self::unpin)), and how many ring bytes that copied.
     pub fn unpinned(&self) -> (u64, u64) {
@@ -478,7 +510,7 @@ impl Consumer {
             // Release, partner: the producer's Acquire load of `read_pos`: our copy of
             // the records happened before it overwrites them.
             h.read_pos.store(read_pos, Ordering::Release);
-            notify(&h.producer_waiting, &h.space_word);
+            wake_producer(h, read_pos);
         }
         self.unpins += 1;
         self.unpinned_bytes += held;
@@ -487,15 +519,17 @@ impl Consumer {
 
     /// Called with nothing to read: whether the producer has been waiting for space
     /// that only batches we handed out hold for [`STALL_GRACE`] (then unpin them), or
-    /// else how long to sleep before looking again.
-    fn stalled_for(&mut self) -> Result<Duration, RingError> {
+    /// else how long to sleep before looking again, and whether that sleep must end
+    /// when the producer starts waiting (we hold space and it is not waiting yet).
+    fn stalled_for(&mut self) -> Result<Pause, RingError> {
         let read_pos = self
             .shared
             .tracker
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .read_pos();
-        // Relaxed: only a hint; the grace period absorbs a stale read.
+        // Relaxed: only a hint; the grace period absorbs a stale read, and a producer
+        // that starts waiting after this read ends our sleep (`watch_producer`).
         let producer_waits = self
             .shared
             .header
@@ -505,23 +539,31 @@ impl Consumer {
             != 0;
         if read_pos == self.cursor || !producer_waits {
             self.stall = None;
-            return Ok(LIVENESS_INTERVAL);
+            return Ok(Pause {
+                timeout: LIVENESS_INTERVAL,
+                watch_producer: read_pos != self.cursor,
+            });
         }
-        match self.stall {
+        let timeout = match self.stall {
             Some((since, at)) if at == read_pos => {
                 let waited = since.elapsed();
                 if waited < STALL_GRACE {
-                    return Ok(STALL_GRACE - waited);
+                    STALL_GRACE - waited
+                } else {
+                    self.stall = None;
+                    self.unpin_inner()?;
+                    Duration::ZERO
                 }
-                self.stall = None;
-                self.unpin_inner()?;
-                Ok(Duration::ZERO)
             }
             _ => {
                 self.stall = Some((Instant::now(), read_pos));
-                Ok(STALL_GRACE)
+                STALL_GRACE
             }
-        }
+        };
+        Ok(Pause {
+            timeout,
+            watch_producer: false,
+        })
     }
 
     /// Tells the producer to stop; it sees this at its next push. Iteration ends.
@@ -732,18 +774,33 @@ impl Consumer {
             if !blocking {
                 return Ok(None);
             }
-            let timeout = self.stalled_for()?;
-            if timeout.is_zero() {
+            let pause = self.stalled_for()?;
+            if pause.timeout.is_zero() {
                 continue;
             }
             let seen = self.write_pos;
-            let slept = wait_until(&h.consumer_waiting, &h.data_word, timeout, || {
-                // Acquire, partner: the Release store of `write_pos` in `publish`, or of
-                // `producer_state` in `set_state`.
-                h.write_pos.load(Ordering::Acquire) != seen
-                    || h.producer_state.load(Ordering::Acquire) != state::RUNNING
-            });
-            self.blocked_waits += u64::from(slept);
+            let watch = pause.watch_producer;
+            // No spin while the producer waits for space we hold: it cannot publish.
+            let spinner = self.stall.is_none().then_some(&mut self.spinner);
+            let waited = wait_until(
+                spinner,
+                &h.consumer_waiting,
+                &h.data_word,
+                pause.timeout,
+                || {
+                    // Acquire, partner: the Release store of `write_pos` in `publish`,
+                    // or of `producer_state` in `set_state`.
+                    h.write_pos.load(Ordering::Acquire) != seen
+                        || h.producer_state.load(Ordering::Acquire) != state::RUNNING
+                        // Relaxed, partner: the producer's flag, raised and fenced
+                        // before it nudges us (`write_record`): either it sees our flag
+                        // and wakes us, or this sees its flag (Dekker, as in `wait`).
+                        || (watch && h.producer_waiting.load(Ordering::Relaxed) != 0)
+                },
+                || {},
+            );
+            self.blocked_waits += u64::from(waited == Waited::Slept);
+            self.spun_waits += u64::from(waited == Waited::Spun);
             let now = Instant::now();
             if now.duration_since(self.last_liveness_check) >= LIVENESS_INTERVAL {
                 self.last_liveness_check = now;

@@ -9,8 +9,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `"RINGSCAN"` little-endian: the first word of a ringscan segment.
 pub(crate) const RING_MAGIC: u64 = u64::from_le_bytes(*b"RINGSCAN");
-/// Bumped on any change of the header or record layout.
-pub(crate) const RING_VERSION: u32 = 1;
+/// Bumped on any change of the header or record layout, or of the wait protocol.
+/// Version 2: the producer's space target (`space_wanted_pos`) and the wake-up protocol
+/// of [`wait`](crate::wait) (notifiers take the waiter's flag); a peer of another
+/// version is refused at attach.
+pub(crate) const RING_VERSION: u32 = 2;
 /// Size of the header page; the data area starts right after it.
 pub(crate) const HEADER_BYTES: usize = 4096;
 /// Records start on, and are padded to, this alignment (Arrow's preferred buffer alignment).
@@ -76,7 +79,12 @@ pub(crate) struct RingHeader {
     _pad3: [u8; 60],
     // -- line 4: set by the producer just before it sleeps
     pub(crate) producer_waiting: AtomicU32,
-    _pad4: [u8; 60],
+    _pad4a: [u8; 4],
+    /// The read position the sleeping producer needs (room for its next record):
+    /// a release that does not reach it does not wake the producer. Stored before
+    /// `producer_waiting` is raised.
+    pub(crate) space_wanted_pos: AtomicU64,
+    _pad4: [u8; 48],
     _reserved: [u8; HEADER_BYTES - 5 * 64],
 }
 
@@ -86,6 +94,7 @@ const _: () = assert!(std::mem::offset_of!(RingHeader, write_pos) == 64);
 const _: () = assert!(std::mem::offset_of!(RingHeader, read_pos) == 128);
 const _: () = assert!(std::mem::offset_of!(RingHeader, consumer_waiting) == 192);
 const _: () = assert!(std::mem::offset_of!(RingHeader, producer_waiting) == 256);
+const _: () = assert!(std::mem::offset_of!(RingHeader, space_wanted_pos) == 264);
 
 /// What a record carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

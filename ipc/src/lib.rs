@@ -7,9 +7,11 @@
 //!   [`RecordBatch`](arrow_array::RecordBatch) as an Arrow IPC message straight into
 //!   ring space (one copy of the column data); the consumer imports it zero-copy, its
 //!   buffers pointing into the mapping, and the space is given back when the batch is
-//!   dropped (in any order). Waits block on futexes and wake every
-//!   [`LIVENESS_INTERVAL`] to check the peer, so a dead peer is an error within a
-//!   second. The name is unlinked as soon as both sides have mapped it.
+//!   dropped (in any order). A wait may spin a bounded few µs ([`wait_spin`]; off by
+//!   default, measured not to pay on a busy 2-core machine), then blocks on a futex and
+//!   wakes every [`LIVENESS_INTERVAL`] to check the peer, so a dead peer is an error
+//!   within a second; publishing costs a system call only when the peer sleeps, one
+//!   per sleep. The name is unlinked as soon as both sides have mapped it.
 //! - **Progress.** A batch larger than an eighth of the ring is pushed as several
 //!   records, so wide rows fit. A consumer whose caller keeps batches (a collect, a
 //!   sort, an operator that waits for more input) would leave the producer waiting for
@@ -82,6 +84,7 @@ mod ring;
 pub mod scan_data;
 mod stale;
 mod sys;
+mod wait;
 
 /// Version of the control protocol; bumped on incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -94,6 +97,9 @@ pub use report::{causes, error_chain};
 pub use ring::{unique_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES, RING_PREFIX};
 pub use stale::{remove_rings_of, remove_stale_rings};
 pub use sys::{monotonic_ns, shm_size_bytes};
+pub use wait::{set_wait_spin, wait_spin, DEFAULT_SPIN_US, MAX_SPIN_US};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_wake;

@@ -15,11 +15,9 @@ use crate::layout::{
     align_up, state, RecordHeader, RecordKind, HEADER_BYTES, RECORD_HEADER_BYTES, RING_MAGIC,
     RING_VERSION,
 };
-use crate::ring::{
-    notify, notify_always, validate_name, wait_until, RingOptions, LIVENESS_INTERVAL,
-    MAX_ERROR_TEXT_BYTES,
-};
+use crate::ring::{validate_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES};
 use crate::sys::{self, Mapping, ProcessWatch};
+use crate::wait::{notify, notify_always, wait_until, Spinner, Waited};
 
 /// Creates a ring and pushes Arrow batches into it.
 ///
@@ -51,9 +49,13 @@ pub struct Producer {
     closed: bool,
     /// Futex sleeps on a full ring, and the time spent waiting for space.
     blocked_waits: u64,
+    /// Waits for space that a spin ended (no system call).
+    spun_waits: u64,
     blocked_time: Duration,
     /// The name was removed from `/dev/shm` (by us or, after attaching, the consumer).
     unlinked: bool,
+    /// How long to spin for space before sleeping.
+    spinner: Spinner,
 }
 
 impl Producer {
@@ -90,6 +92,11 @@ impl Producer {
     /// How many times a push slept on a full ring (back-pressure from the consumer).
     pub fn blocked_waits(&self) -> u64 {
         self.blocked_waits
+    }
+
+    /// How many times a wait for space ended while spinning, before any sleep.
+    pub fn spun_waits(&self) -> u64 {
+        self.spun_waits
     }
 
     /// Bytes written to the ring so far (records and padding).
@@ -205,7 +212,9 @@ impl Producer {
                 return Ok(());
             }
             let h = self.mapping.header();
+            // No spin: attaching takes a process start or a request round trip.
             wait_until(
+                None,
                 &h.producer_waiting,
                 &h.space_word,
                 LIVENESS_INTERVAL,
@@ -213,6 +222,7 @@ impl Producer {
                     // Acquire, partner: the CAS of `consumer_pid` in `Consumer::attach`.
                     h.consumer_pid.load(Ordering::Acquire) != 0
                 },
+                || {},
             );
             self.check_consumer(true)?;
         }
@@ -470,19 +480,31 @@ impl Producer {
             let h = self.mapping.header();
             let (write_pos, capacity, wanted) = (self.write_pos, self.capacity, need.min(tail));
             let seen = self.read_pos;
-            let slept = wait_until(
+            // The read position at which `wanted` bytes are free: releases short of it
+            // do not wake us. Relaxed: published by the Release store of our flag in
+            // `wait_until` (partner: the Acquire load of the flag in `notify_if`).
+            let target = (write_pos + wanted).saturating_sub(capacity);
+            h.space_wanted_pos.store(target, Ordering::Relaxed);
+            let waited = wait_until(
+                Some(&mut self.spinner),
                 &h.producer_waiting,
                 &h.space_word,
                 LIVENESS_INTERVAL,
                 || {
                     // Acquire, partner: the consumer's Release store of `read_pos`.
                     let rp = h.read_pos.load(Ordering::Acquire);
-                    rp != seen && capacity.saturating_sub(write_pos.saturating_sub(rp)) >= wanted
+                    rp != seen && rp >= target
                     // A cancel must wake us too.
                     || h.consumer_state.load(Ordering::Acquire) >= state::CANCELLED
                 },
+                // A consumer asleep with nothing to read while we wait for space holds
+                // that space in batches it handed out: wake it so that it sees us
+                // waiting (our flag is up and fenced: it cannot miss it; see
+                // `Consumer::next_record`) and copies them out after its grace period.
+                || notify(&h.consumer_waiting, &h.data_word),
             );
-            self.blocked_waits += u64::from(slept);
+            self.blocked_waits += u64::from(waited == Waited::Slept);
+            self.spun_waits += u64::from(waited == Waited::Spun);
             self.blocked_time += started.elapsed();
             self.check_consumer(false)?;
         }
@@ -743,8 +765,10 @@ impl FreshRing {
             attach_timeout: self.attach_timeout,
             closed: false,
             blocked_waits: 0,
+            spun_waits: 0,
             blocked_time: Duration::ZERO,
             unlinked: false,
+            spinner: Spinner::default(),
         };
         // The ring is empty, so the schema record fits unless the ring is tiny.
         if !producer.write_record(RecordKind::Schema, &[&schema_bytes], Wait::No)? {

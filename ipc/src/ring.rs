@@ -1,6 +1,7 @@
-//! Pieces shared by the producer and the consumer: names, options, waiting.
+//! Pieces shared by the producer and the consumer: names and options (waiting is
+//! [`wait`](crate::wait)).
 
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::error::RingError;
@@ -100,51 +101,6 @@ pub fn unique_name(prefix: &str) -> String {
         std::process::id(),
         sys::monotonic_ns()
     )
-}
-
-/// The waiter side of the sleep/wake handshake on one futex word.
-///
-/// `waiting` is this side's "I may sleep" flag, `word` the futex word the other side
-/// bumps, `ready` re-checks the condition. Returns whether it went to sleep. Pairs with [`notify`]: the SeqCst fences
-/// in both make it impossible for the waiter to miss a wake-up (either the notifier
-/// sees `waiting == 1` and wakes, or the waiter's re-check sees the notifier's update).
-pub(crate) fn wait_until(
-    waiting: &AtomicU32,
-    word: &AtomicU32,
-    timeout: Duration,
-    mut ready: impl FnMut() -> bool,
-) -> bool {
-    waiting.store(1, Ordering::Relaxed);
-    // Partner: the fence in `notify`. Orders our `waiting = 1` before the re-check.
-    fence(Ordering::SeqCst);
-    // Acquire, partner: the Release `fetch_add` in `notify`. If we read the bumped
-    // value, the update it follows (a position or state store) is visible to `ready`.
-    let seen = word.load(Ordering::Acquire);
-    let sleep = !ready();
-    if sleep {
-        sys::futex_wait(word, seen, timeout);
-    }
-    waiting.store(0, Ordering::Relaxed);
-    sleep
-}
-
-/// The notifier side: call after publishing an update (position or state) with a
-/// Release store. Bumps `word` and wakes the other side if it said it may sleep.
-pub(crate) fn notify(waiting: &AtomicU32, word: &AtomicU32) {
-    // Release, partner: the Acquire load of `word` in `wait_until`.
-    word.fetch_add(1, Ordering::Release);
-    // Partner: the fence in `wait_until` (store-load ordering, Dekker style).
-    fence(Ordering::SeqCst);
-    if waiting.load(Ordering::Relaxed) != 0 {
-        sys::futex_wake_all(word);
-    }
-}
-
-/// Bumps `word` and wakes unconditionally (state changes: rare, must never be missed).
-pub(crate) fn notify_always(word: &AtomicU32) {
-    // Release, partner: the Acquire load of `word` in `wait_until`.
-    word.fetch_add(1, Ordering::Release);
-    sys::futex_wake_all(word);
 }
 
 #[cfg(test)]
