@@ -1,13 +1,17 @@
-"""Bytes fetched from object storage vs bytes read locally (see ./run)."""
+"""Bytes fetched from object storage vs bytes read locally; with --throughput, a cold
+full scan against plain ranged GETs and a cold count(DISTINCT) under added latency
+(see ./run)."""
 
 import argparse
 import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import boto3
@@ -20,21 +24,189 @@ QUERIES = [
 ]
 
 
+FULL_SCAN = "SELECT * FROM ohlcv WHERE close > 0 LIMIT 1 OFFSET 999999999"
+DISTINCT = "SELECT count(DISTINCT symbol), sum(volume) FROM ohlcv"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+class LatencyProxy:
+    """A loopback proxy in front of the S3 server that holds each request `delay_ms`
+    before forwarding it (one request per connection, as the tests' fault proxy), and
+    counts the requests it forwarded."""
+
+    def __init__(self, upstream, delay_ms):
+        self.upstream, self.delay = upstream, delay_ms / 1000.0
+        self.requests = 0
+        self.lock = threading.Lock()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(256)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        with client:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            length = 0
+            for line in lines[1:]:
+                key, _, value = line.partition(":")
+                if key.strip().lower() == "content-length":
+                    length = int(value.strip())
+            while len(body) < length:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return
+                body += chunk
+            time.sleep(self.delay)
+            with self.lock:
+                self.requests += 1
+            lines = [l for l in lines if not l.lower().startswith("connection:")]
+            lines.append("Connection: close")
+            forwarded = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+            with socket.create_connection(("127.0.0.1", self.upstream)) as server:
+                server.sendall(forwarded)
+                while True:
+                    chunk = server.recv(1 << 20)
+                    if not chunk:
+                        break
+                    client.sendall(chunk)
+
+    def close(self):
+        self.listener.close()
+
+
+def query(ringscan, sql, root, env, work):
+    """One cold run of `sql` (the root's daemon stopped first): the stats JSON, and the
+    command's own wall time in seconds."""
+    subprocess.run([ringscan, "daemon", "stop", *root], env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = os.path.join(work, "stats.json")
+    started = time.monotonic()
+    subprocess.run([ringscan, "query", "--no-cache", "--stats-json", out, sql, *root],
+                   check=True, env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.monotonic() - started
+    with open(out) as f:
+        return json.load(f), wall
+
+
+def bytes_fetched(args, env, work, data):
+    roots = [["--data", "s3://bench/root", "--state", os.path.join(work, "state")], ["--data", data]]
+    print(f"ohlcv, {args.rows} rows, {args.ringscan}")
+    print(f"{'query':<12} {'local read':>12} {'s3 fetched':>12} {'ratio':>6} {'requests':>8} {'store wait ms':>13}")
+    try:
+        for name, sql in QUERIES:
+            figures = [query(args.ringscan, sql, root, env, work)[0]["scan"] for root in roots]
+            remote, local = figures
+            ratio = remote["store_bytes_fetched"] / max(local["bytes_read"], 1)
+            print(f"{name:<12} {local['bytes_read']:>12,} {remote['store_bytes_fetched']:>12,} "
+                  f"{ratio:>6.2f} {remote['store_requests']:>8} {remote['store_wait_us'] / 1000:>13.1f}")
+    finally:
+        for root in roots:
+            subprocess.run([args.ringscan, "daemon", "stop", *root], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def throughput(args, env, work, port, keys):
+    """Target (a): a cold full scan's fetch throughput against plain ranged GETs of the
+    same objects with the scan's most requests in flight (examples/s3_get, the same
+    client), in the same run, interleaved. Target (b): a cold count(DISTINCT) through a
+    proxy adding 20 ms to every request against the same proxy at 0 ms."""
+    proxies = {ms: LatencyProxy(port, ms) for ms in (0, args.latency_ms)}
+    direct = ["--data", "s3://bench/root", "--state", os.path.join(work, "state-direct")]
+    via = {ms: ["--data", "s3://bench/root", "--state", os.path.join(work, f"state-{ms}ms")]
+           for ms in proxies}
+    urls = [f"s3://bench/{k}" for k in keys]
+    scans, gets, distinct = [], {}, {ms: [] for ms in proxies}
+    try:
+        for rep in range(args.repeat):
+            for concurrency, part in args.get_modes:
+                out = subprocess.run([args.s3_get, str(concurrency), str(part), *urls], check=True,
+                                     env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+                g = json.loads(out.stdout)
+                gets.setdefault((concurrency, part), []).append(g["bytes"] / (g["wall_us"] / 1e6))
+            stats, wall = query(args.ringscan, FULL_SCAN, direct, env, work)
+            scan = stats["scan"]
+            scans.append((scan["store_bytes_fetched"], scan["timings_us"]["total_us"], wall,
+                          scan["store_requests"]))
+            for ms in proxies:
+                p_env = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxies[ms].port}")
+                before = proxies[ms].requests
+                stats, wall = query(args.ringscan, DISTINCT, via[ms], p_env, work)
+                distinct[ms].append((stats["latency_us"]["p50"] / 1000, wall * 1000,
+                                     stats["scan"]["timings_us"]["total_us"] / 1000,
+                                     proxies[ms].requests - before))
+    finally:
+        for root in [direct, *via.values()]:
+            subprocess.run([args.ringscan, "daemon", "stop", *root], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for p in proxies.values():
+            p.close()
+    med = statistics.median
+    mib = 1 << 20
+    print(f"ohlcv, {args.rows} rows, {len(keys)} objects, {args.ringscan}; medians of {args.repeat} "
+          "interleaved cold runs")
+    print(f"(a) full scan: {FULL_SCAN}")
+    scan_rate = med([b / (us / 1e6) for b, us, _, _ in scans])
+    print(f"  scan: {med([b for b, _, _, _ in scans]) / mib:.1f} MiB fetched in "
+          f"{med([r for _, _, _, r in scans]):.0f} requests, daemon scan "
+          f"{med([us for _, us, _, _ in scans]) / 1000:.0f} ms, query "
+          f"{med([w for _, _, w, _ in scans]) * 1000:.0f} ms: {scan_rate / mib:.1f} MiB/s")
+    best = 0
+    for (concurrency, part), rates in gets.items():
+        rate = med(rates)
+        best = max(best, rate)
+        print(f"  plain ranged GETs, {concurrency} in flight, {part / mib:g} MiB each: "
+              f"{rate / mib:.1f} MiB/s (scan at {scan_rate / rate:.0%})")
+    print(f"  scan / best plain GETs: {scan_rate / best:.0%} (target >= 80%)")
+    print(f"(b) {DISTINCT}, through a loopback proxy")
+    for ms, runs in distinct.items():
+        print(f"  +{ms:>2} ms per request: query {med([q for q, _, _, _ in runs]):.0f} ms "
+              f"(command {med([w for _, w, _, _ in runs]):.0f} ms, daemon scan "
+              f"{med([s for _, _, s, _ in runs]):.0f} ms), {med([r for _, _, _, r in runs]):.0f} requests")
+    slow = med([q for q, _, _, _ in distinct[args.latency_ms]])
+    fast = med([q for q, _, _, _ in distinct[0]])
+    print(f"  +{args.latency_ms} ms / +0 ms: {slow / fast:.2f}x (target <= 1.5x)")
+
+
 def main():
     target = os.environ["RINGSCAN_TARGET"]
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", default="1M")
+    parser.add_argument("--rows", default=None)
     default = os.path.join(target, "release", "ringscan")
     if not os.path.exists(default):
         default = os.path.join(target, "debug", "ringscan")
     parser.add_argument("--ringscan", default=default)
+    parser.add_argument("--throughput", action="store_true",
+                        help="targets (a) and (b) instead of bytes fetched per query")
+    parser.add_argument("--s3-get", default=os.path.join(target, "release", "examples", "s3_get"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--latency-ms", type=int, default=20)
     args = parser.parse_args()
+    args.rows = args.rows or ("10M" if args.throughput else "1M")
+    # The scan's most requests in flight (MAX_CONCURRENT_REQUESTS per read) and its
+    # request sizes (one row group, or 8 MiB of consecutive ones).
+    args.get_modes = [(16, 8 << 20), (16, 1 << 20)]
     work = tempfile.mkdtemp(prefix="ringscan-s3-bench-")
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -46,8 +218,6 @@ def main():
     moto = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     data = os.path.join(work, "data")
-    state = os.path.join(work, "state")
-    roots = [["--data", f"s3://bench/root", "--state", state], ["--data", data]]
     try:
         deadline = time.time() + 60
         while True:
@@ -63,30 +233,18 @@ def main():
         s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench",
                           aws_secret_access_key="bench", region_name="us-east-1")
         s3.create_bucket(Bucket="bench")
+        keys = []
         for d, dirs, files in os.walk(data):
             dirs[:] = [x for x in dirs if not x.startswith(".")]
-            for f in files:
+            for f in sorted(files):
                 p = os.path.join(d, f)
-                s3.upload_file(p, "bench", "root/" + os.path.relpath(p, data))
-        print(f"ohlcv, {args.rows} rows, {args.ringscan}")
-        print(f"{'query':<12} {'local read':>12} {'s3 fetched':>12} {'ratio':>6} {'requests':>8} {'store wait ms':>13}")
-        for name, sql in QUERIES:
-            figures = []
-            for root in roots:
-                out = os.path.join(work, "stats.json")
-                subprocess.run([args.ringscan, "query", "--no-cache", "--stats-json", out, sql, *root],
-                               check=True, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                with open(out) as f:
-                    figures.append(json.load(f)["scan"])
-            remote, local = figures
-            ratio = remote["store_bytes_fetched"] / max(local["bytes_read"], 1)
-            print(f"{name:<12} {local['bytes_read']:>12,} {remote['store_bytes_fetched']:>12,} "
-                  f"{ratio:>6.2f} {remote['store_requests']:>8} {remote['store_wait_us'] / 1000:>13.1f}")
+                keys.append("root/" + os.path.relpath(p, data))
+                s3.upload_file(p, "bench", keys[-1])
+        if args.throughput:
+            throughput(args, env, work, port, keys)
+        else:
+            bytes_fetched(args, env, work, data)
     finally:
-        for root in roots:
-            subprocess.run([args.ringscan, "daemon", "stop", *root], env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         moto.kill()
         moto.wait()
         shutil.rmtree(work, ignore_errors=True)
