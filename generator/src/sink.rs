@@ -41,6 +41,27 @@ fn leaf_index(schema: &Schema, name: &str) -> Option<usize> {
     None
 }
 
+/// The file metadata key naming the float columns that hold no NaN (read by the IO
+/// daemon's pruning, in files whose `created_by` is ringscan's).
+pub(crate) const NAN_FREE_KEY: &str = "ringscan.nan_free";
+
+/// The top-level float columns of `schema`.
+fn float_columns(schema: &arrow_schema::Schema) -> Vec<&str> {
+    schema
+        .fields()
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.data_type(),
+                arrow_schema::DataType::Float16
+                    | arrow_schema::DataType::Float32
+                    | arrow_schema::DataType::Float64
+            )
+        })
+        .map(|f| f.name().as_str())
+        .collect()
+}
+
 /// What every file of a run shares: the file schema (partition columns removed), the
 /// projection that produces it, and the writer properties.
 #[derive(Debug)]
@@ -96,6 +117,10 @@ impl FileLayout {
                 KeyValue::new("ringscan.dataset".into(), dataset.name().to_owned()),
                 KeyValue::new("ringscan.seed".into(), opts.seed.to_string()),
                 KeyValue::new("ringscan.rows_total".into(), opts.rows.to_string()),
+                // No dataset writes a NaN: a reader may then prune these columns' pages
+                // by min/max for every comparison (NaN sorts above every number, and a
+                // page's statistics leave NaNs out).
+                KeyValue::new(NAN_FREE_KEY.into(), float_columns(&file_schema).join(",")),
             ]));
         let small_group_delta = dataset
             .dictionary_min_row_group_rows()

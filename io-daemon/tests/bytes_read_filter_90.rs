@@ -17,14 +17,15 @@
 //! - **pruned floor**: what it would read if the filter column's pages were pruned too
 //!   (every column's dictionary page and the pages that hold selected rows).
 //!
-//! The issue's target is read <= page share + 10 points. It is missed (30.1% against a
-//! page share of 14.2%), and the reader is not why: it reads exactly the floor (asserted
-//! below). The float filter column is read whole because parquet 59 reads no NaN counts
-//! (`prune/range.rs`: a NaN row, which `>=` selects, may hide behind any min/max), and
-//! it is 16.3% of the bytes; the other price columns' dictionary pages add 5.5%. Without
-//! dictionaries for the price columns the files grow (PLAIN +33%, BYTE_STREAM_SPLIT
-//! +138%) and the share read does not fall (30.5%, 33.0%); figures and commands in
-//! benches/results/bytes-read.md, made by `scripts/bench-bytes-read`.
+//! The issue's target is read <= page share + 10 points. It was missed (30.1% against a
+//! page share of 14.2%) while the float filter column was read whole: parquet 59 reads
+//! no NaN counts (`prune/range.rs`: a NaN row, which `>=` selects, may hide behind any
+//! min/max). The generator now declares its float columns free of NaN in the file's
+//! metadata (`ringscan.nan_free`, trusted only where `created_by` is ringscan's), and
+//! the read falls to the pruned floor (16.6%). Without dictionaries for the price
+//! columns the files grow (PLAIN +33%, BYTE_STREAM_SPLIT +138%) and the share read does
+//! not fall; figures and commands in benches/results/bytes-read.md, made by
+//! `scripts/bench-bytes-read`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -242,18 +243,18 @@ fn measure() -> (ScanSummary, ScanSummary, ScanSummary, Pages) {
     (all, cold, warm, p)
 }
 
-/// The reader fetches only what the scan needs: the filter column, then of the other
-/// columns the dictionary page and the pages holding selected rows (offset index).
+/// The reader fetches only what the scan needs: of the filter column the pages whose
+/// min/max can hold a selected row (the generator declares its float columns free of
+/// NaN, which the statistics leave out), then of the other columns the dictionary page
+/// and the pages holding selected rows (offset index).
 #[test]
 fn filter_90_reads_only_the_pages_holding_its_rows_and_the_dictionaries() {
     let (_, cold, warm, p) = measure();
-    assert_eq!(warm.bytes_read, p.floor);
-    assert_eq!(cold.bytes_read, p.floor + cold.page_index_bytes_read);
+    assert_eq!(warm.bytes_read, p.pruned_floor);
+    assert_eq!(cold.bytes_read, p.pruned_floor + cold.page_index_bytes_read);
 }
 
 #[test]
-#[ignore = "misses (read 30.1%, page share 14.2%): float ranges prune only `=` until NaN \
-            counts are read (parquet 60), so the float filter column is read whole"]
 fn filter_90_reads_at_most_its_page_share_plus_10_points() {
     let (all, _, warm, p) = measure();
     let share = |bytes: u64| bytes as f64 / all.bytes_read as f64;
@@ -263,4 +264,78 @@ fn filter_90_reads_at_most_its_page_share_plus_10_points() {
         100.0 * share(warm.bytes_read),
         100.0 * share(p.selected_pages)
     );
+}
+
+/// A file that names its float column in `ringscan.nan_free` but was written by another
+/// tool (a rewrite keeps key-value metadata, not the promise) is not taken at its word:
+/// `x >= 2.5` still finds the NaN row behind a page whose max is 2.0.
+#[test]
+fn a_nan_free_declaration_from_another_writer_is_not_trusted() {
+    use std::sync::Arc;
+
+    use arrow_array::Float64Array;
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Float64, false)]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Float64Array::from(vec![
+            1.0,
+            f64::NAN,
+            2.0,
+            1.5,
+            3.0,
+            4.0,
+            3.5,
+            5.0,
+        ]))],
+    )
+    .expect("batch");
+    let rows_at_least = |created_by: &str| {
+        let path = dir
+            .path()
+            .join(format!("{}.parquet", created_by.replace(' ', "_")));
+        let props = WriterProperties::builder()
+            .set_created_by(created_by.to_owned())
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_data_page_row_count_limit(4)
+            .set_write_batch_size(4)
+            .set_dictionary_enabled(false)
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                "ringscan.nan_free".into(),
+                "x".to_owned(),
+            )]))
+            .build();
+        let file = std::fs::File::create(&path).expect("create");
+        let mut writer =
+            ArrowWriter::try_new(file, Arc::clone(&schema), Some(props)).expect("writer");
+        writer.write(&batch).expect("write");
+        writer.close().expect("close");
+        let pred = Predicate::compare("x", CmpOp::GtEq, Literal::Float(2.5));
+        let files = vec![path];
+        let spec = ScanSpec::new(dir.path(), &files).with_predicate(Some(&pred));
+        let mut rows = 0;
+        let summary = scan_files(
+            &spec,
+            &MetadataCache::new(1 << 20),
+            &mut |b: RecordBatch| {
+                rows += b.num_rows();
+                Ok(true)
+            },
+        )
+        .expect("scan");
+        (rows, summary.pages_skipped)
+    };
+    // NaN >= 2.5 (NaN above every number): 3.0, 4.0, 3.5, 5.0 and the NaN.
+    let (rows, _) = rows_at_least("parquet-rs version 59");
+    assert_eq!(rows, 5, "a stranger's declaration pruned the NaN's page");
+    // The same bytes from ringscan's writer are taken at their word: the first page
+    // (max 2.0) is pruned, NaN and all (which is why the generator must never write
+    // one: `generator/tests/nan_free.rs`).
+    let (rows, pruned) = rows_at_least("ringscan generate (test)");
+    assert_eq!((rows, pruned), (4, 1));
 }

@@ -39,8 +39,6 @@ fn file_bytes(files: &[PathBuf]) -> u64 {
 }
 
 #[test]
-#[ignore = "parquet 59 (DataFusion 55's) reads no NaN counts, so float ranges prune only `=`; \
-            back with arrow/parquet 60"]
 fn close_ge_480_reads_under_15_percent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut opts = GenerateOptions::new(DatasetKind::Ohlcv, dir.path().join("ohlcv"));

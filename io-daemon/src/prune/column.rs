@@ -39,6 +39,37 @@ pub(crate) struct LeafColumn {
     /// Whether min/max were written in the order we compare in (bloom filters and null
     /// counts do not depend on it).
     pub(crate) ordered: bool,
+    /// A float column its writer declares free of NaN (see [`nan_free_columns`]): its
+    /// ranges prune every comparison, not only `=`.
+    pub(crate) nan_free: bool,
+}
+
+/// The file metadata key under which ringscan's writers name the float columns they
+/// wrote no NaN into.
+const NAN_FREE_KEY: &str = "ringscan.nan_free";
+
+/// The columns a file's writer declares free of NaN: parquet 59 reads no NaN counts,
+/// and without one a float page's min/max cannot rule out the NaN rows that `>`, `>=`
+/// and `<>` select. Only ringscan's own writers are taken at their word (`created_by`
+/// starting `ringscan `): a file rewritten by another tool keeps the key-value
+/// metadata but not the promise.
+fn nan_free_columns(file_meta: &parquet::file::metadata::FileMetaData) -> Vec<String> {
+    if !file_meta
+        .created_by()
+        .is_some_and(|c| c.starts_with("ringscan "))
+    {
+        return Vec::new();
+    }
+    file_meta
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .filter(|kv| kv.key == NAN_FREE_KEY)
+        .filter_map(|kv| kv.value.as_deref())
+        .flat_map(|v| v.split(','))
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Column name -> leaf, for the top-level primitive columns of one file.
@@ -56,6 +87,7 @@ impl ColumnMap {
                 file: file.to_owned(),
                 source,
             })?;
+        let nan_free = nan_free_columns(file_meta);
         let mut leaves = HashMap::new();
         for field in schema.fields() {
             let Some(index) = (0..descr.num_columns()).find(|&i| {
@@ -75,6 +107,8 @@ impl ColumnMap {
                     kind,
                     decode,
                     ordered,
+                    nan_free: matches!(decode, Decode::F32 | Decode::F64)
+                        && nan_free.iter().any(|c| c == field.name()),
                 },
             );
         }
@@ -168,7 +202,11 @@ pub(crate) fn range_from_statistics(
     };
     range.null_count = stats.null_count_opt();
     // parquet 59 reads no NaN counts: `nan_count` stays unknown, and float ranges
-    // prune only `=` (a NaN row may hide behind any min/max).
+    // prune only `=` (a NaN row may hide behind any min/max), unless the writer
+    // declared the column free of NaN.
+    if leaf.nan_free {
+        range.nan_count = Some(0);
+    }
     let legacy = stats.is_min_max_deprecated()
         && matches!(leaf.decode, Decode::U32 | Decode::U64 | Decode::Bytes);
     if legacy || !leaf.ordered {
@@ -217,6 +255,9 @@ pub(crate) fn range_from_column_index(
     let mut range = ColumnRange::unknown(leaf.kind);
     range.row_count = Some(row_count);
     range.null_count = index.null_count(page).and_then(|c| u64::try_from(c).ok());
+    if leaf.nan_free {
+        range.nan_count = Some(0);
+    }
     if index.is_null_page(page) {
         // Only nulls: min/max are meaningless, and the null count may be missing.
         range.null_count = Some(row_count);
