@@ -157,6 +157,29 @@ type KeyAt = (Box<[u8]>, (usize, usize));
 /// of a large COPY's daemon time.
 type KeyMap = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
 
+/// Whether a float column holds no NaN (`None`: not a float column).
+fn no_nan(column: &dyn Array) -> Option<bool> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type};
+    match column.data_type() {
+        DataType::Float64 => Some(
+            !column
+                .as_primitive::<Float64Type>()
+                .iter()
+                .flatten()
+                .any(f64::is_nan),
+        ),
+        DataType::Float32 => Some(
+            !column
+                .as_primitive::<Float32Type>()
+                .iter()
+                .flatten()
+                .any(f32::is_nan),
+        ),
+        _ => None,
+    }
+}
+
 /// The id of the first row of each of `batches`, the first one's being `first`.
 fn row_starts(first: u64, batches: &[RecordBatch]) -> Vec<u64> {
     let mut starts = Vec::with_capacity(batches.len());
@@ -1088,7 +1111,26 @@ impl Table {
             let order = arrow_ord::sort::lexsort_to_indices(&columns, None).map_err(|e| err(&e))?;
             arrow_select::take::take_record_batch(&all, &order).map_err(|e| err(&e))?
         };
+        // Float columns without a NaN are named so: the daemon then prunes their pages
+        // by min/max for every comparison (`prune::column`, which trusts the promise in
+        // files whose `created_by` is ringscan's).
+        let nan_free: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .zip(sorted.columns())
+            .filter(|(_, column)| no_nan(column.as_ref()) == Some(true))
+            .map(|(field, _)| field.name().as_str())
+            .collect();
         let mut props = WriterProperties::builder()
+            .set_created_by(format!(
+                "ringscan ingest {} (parquet-rs)",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
+                "ringscan.nan_free".into(),
+                nan_free.join(","),
+            )]))
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -1710,6 +1752,54 @@ mod tests {
         let mut expected: Vec<i64> = reference.into_iter().collect();
         expected.sort_unstable();
         assert_eq!(ids(&ingest, "t"), expected);
+    }
+
+    /// A flushed file names its float columns that hold no NaN (what the daemon's
+    /// pruning trusts in ringscan's files), and only those.
+    #[test]
+    fn flushed_files_declare_their_float_columns_without_nan() {
+        use arrow_array::Float64Array;
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("clean", DataType::Float64, true),
+            Field::new("dirty", DataType::Float64, true),
+        ]));
+        ingest
+            .create_table("f", &schema, &["id".into()], false)
+            .unwrap();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 3])),
+                Arc::new(Float64Array::from(vec![Some(1.5), None, Some(-2.0)])),
+                Arc::new(Float64Array::from(vec![Some(1.0), Some(f64::NAN), None])),
+            ],
+        )
+        .unwrap();
+        let payload =
+            ringscan_ipc::msg::encode_ipc_stream(&schema, std::slice::from_ref(&batch)).unwrap();
+        let commit = ingest.prepare("f", vec![batch], &payload).unwrap();
+        ingest.commit(commit).unwrap();
+        ingest.flush(true).unwrap();
+        let snapshot = ingest.snapshot("f", false).unwrap();
+        let file = &snapshot.table.listing.files[0];
+        let reader = ParquetRecordBatchReaderBuilder::try_new(
+            File::open(snapshot.table.listing.root.join(file)).unwrap(),
+        )
+        .unwrap();
+        let meta = reader.metadata().file_metadata();
+        assert!(meta.created_by().unwrap().starts_with("ringscan ingest "));
+        let declared: Vec<&str> = meta
+            .key_value_metadata()
+            .unwrap()
+            .iter()
+            .filter(|kv| kv.key == "ringscan.nan_free")
+            .filter_map(|kv| kv.value.as_deref())
+            .collect();
+        assert_eq!(declared, ["clean"]);
     }
 
     /// A statement checks its keys against the files before it reaches the log's
