@@ -598,9 +598,15 @@ impl Coordinator<'_, '_> {
                 }
                 if self.store.is_some() && task.read_ahead.get().is_none() {
                     // Later tasks join its read only where the scan surely runs them: no
-                    // top-k filter to prune them, and a limit that all their rows (every
-                    // one passing) would not reach.
-                    let mut rows_left = if self.spec.dynamic_filter.is_some() {
+                    // top-k filter (yet) to prune them, and a limit that all their rows
+                    // (every one passing) would not reach. A daemon's scan always has a
+                    // filter that may be set later: a group read before it was costs at
+                    // most its bytes.
+                    let filtered = self
+                        .spec
+                        .dynamic_filter
+                        .is_some_and(|f| f.current().is_some());
+                    let mut rows_left = if filtered {
                         0
                     } else if self.spec.predicate.is_some() {
                         self.remaining
