@@ -113,7 +113,7 @@ fn hand_offs_between_spinning_and_sleeping_peers_lose_no_wake_up() {
             let mut rng = Rng(seed.wrapping_add(11).wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
             let mut kept = std::collections::VecDeque::new();
             let (mut expected, mut slow) = (0i64, 0usize);
-            while let Some(batch) = consumer.next() {
+            for batch in consumer.by_ref() {
                 let batch = batch.unwrap();
                 let now = monotonic_ns();
                 let seq = batch.column(0).as_any().downcast_ref::<Int64Array>();
@@ -178,7 +178,7 @@ fn a_producer_waiting_for_held_space_wakes_the_sleeping_consumer() {
     let reader = std::thread::spawn(move || {
         let mut held = Vec::new();
         let mut expected = 0i64;
-        while let Some(batch) = consumer.next() {
+        for batch in consumer.by_ref() {
             let batch = batch.unwrap();
             let seq = batch
                 .column(0)

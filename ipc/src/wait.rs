@@ -314,7 +314,7 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                if x % 64 == 0 {
+                if x.is_multiple_of(64) {
                     std::thread::sleep(Duration::from_micros(x % 300));
                 } else {
                     let until = Instant::now() + Duration::from_nanos(x % 5_000);
