@@ -81,13 +81,15 @@ impl Rng {
 /// Producer and consumer on two threads alternating between running, short busy pauses
 /// and sleeps, through a ring small enough that the producer waits for space too; the
 /// consumer keeps up to three batches. Every row arrives once and in order, both sides
-/// both spin and sleep, and no hand-off or push takes as long as a wait's timeout.
+/// sleep (and spin, where a core is free), and no hand-off or push takes as long as a
+/// wait's timeout.
 #[test]
 fn hand_offs_between_spinning_and_sleeping_peers_lose_no_wake_up() {
     assert!(LOST < LIVENESS_INTERVAL);
     // Spinning on (off by default): process-wide, other tests only change speed.
     // Long: a push in a debug build takes tens of µs.
     crate::set_wait_spin(Duration::from_micros(200));
+    let mut consumer_spins = 0;
     for seed in 1..=3u64 {
         let name = unique_name("ringscan-test");
         let schema = schema();
@@ -144,18 +146,20 @@ fn hand_offs_between_spinning_and_sleeping_peers_lose_no_wake_up() {
             "seed {seed}: {slow_hand_offs} hand-offs and {slow_pushes} pushes waited for a \
              timeout (a lost wake-up)"
         );
-        // Both paths ran (spins and sleeps), or the test proves little. The producer's
-        // waits for space end when the consumer drops batches it kept, rarely within
-        // a spin: its sleeps (space target, wake-ups) are what is checked there.
-        assert!(
-            waits.0 > 0 && waits.1 > 0,
-            "consumer (spun, slept): {waits:?}"
-        );
+        // The sleeps ran (the wake-ups under test). The spins need the peer on a core
+        // within the bound, which a loaded 2-core CI machine may never give in a round
+        // (a run there ended 0 spun, 146 slept): counted over the rounds and reported,
+        // not required. The producer's waits for space end when the consumer drops
+        // batches it kept, rarely within a spin: its sleeps (space target, wake-ups)
+        // are what is checked there.
+        assert!(waits.1 > 0, "consumer (spun, slept): {waits:?}");
+        consumer_spins += waits.0;
         assert!(
             producer_waits.1 > 0,
             "producer (spun, slept): {producer_waits:?}"
         );
     }
+    eprintln!("consumer waits ended by the spin over the rounds: {consumer_spins}");
 }
 
 /// The consumer holds every record of a full ring and sleeps with nothing to read
