@@ -60,6 +60,23 @@ fn started_session(data: &Path) -> ringscan_executor::engine::SqlSession {
     SqlSession::open(data, &no_spawn, &EngineOptions::default()).expect("open session")
 }
 
+/// The values of a query's first column, a BIGINT.
+fn first_column_i64(outcome: &ringscan_executor::QueryOutcome) -> Vec<i64> {
+    outcome
+        .result
+        .batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("a BIGINT column")
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
+
 /// The rows of a query as `ringscan query --format csv` prints them.
 fn csv_of(outcome: &ringscan_executor::QueryOutcome) -> String {
     let mut out = Vec::new();
@@ -451,20 +468,6 @@ fn offsets_are_skipped_in_the_daemon_where_the_scan_gives_the_rows() {
     write_table(data, "t", 20_000, 2_000);
     let _guard = DaemonGuard(data);
     let mut session = started_session(data);
-    let keys = |o: &ringscan_executor::QueryOutcome| -> Vec<i64> {
-        o.result
-            .batches
-            .iter()
-            .flat_map(|b| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .expect("k is BIGINT")
-                    .values()
-                    .to_vec()
-            })
-            .collect()
-    };
     let cases: [(&str, Vec<i64>, u64); 4] = [
         (
             "SELECT k FROM t LIMIT 3 OFFSET 15000",
@@ -490,7 +493,7 @@ fn offsets_are_skipped_in_the_daemon_where_the_scan_gives_the_rows() {
     ];
     for (sql, expected, skipped) in cases {
         let outcome = session.query(sql, false).expect(sql);
-        assert_eq!(keys(&outcome), expected, "{sql}");
+        assert_eq!(first_column_i64(&outcome), expected, "{sql}");
         let scan = outcome.scan.clone().unwrap_or_default();
         assert!(!outcome.from_statistics, "{sql}: a scan ran");
         if skipped > 0 {
@@ -532,19 +535,7 @@ fn a_limit_without_order_gives_the_first_rows_of_the_scan() {
             assert!(!explain.contains("RoundRobin"), "{sql}: {explain}");
             for _ in 0..10 {
                 let outcome = session.query(sql, false).expect(sql);
-                let keys: Vec<i64> = outcome
-                    .result
-                    .batches
-                    .iter()
-                    .flat_map(|b| {
-                        b.column(0)
-                            .as_any()
-                            .downcast_ref::<Int64Array>()
-                            .expect("BIGINT")
-                            .values()
-                            .to_vec()
-                    })
-                    .collect();
+                let keys = first_column_i64(&outcome);
                 let first = i64::from(sql.contains("k + 1"));
                 assert_eq!(keys, vec![35 + first, 42 + first], "{sql}, inline {inline}");
             }
