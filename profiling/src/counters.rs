@@ -6,31 +6,26 @@
 //!
 //! - core: cycles (leader), instructions, branch instructions, branch misses;
 //! - cache: cache references (leader), cache misses, L1d read misses;
-//! - software: task clock (leader), page faults, context switches, CPU migrations.
-//!   Software events never multiplex; grouped, they are read together.
+//! - software: task clock, page faults, context switches, CPU migrations — each on its
+//!   own: software events never multiplex, and grouped under a task-clock leader the
+//!   members were observed (kernel 6.18) to stay enabled-but-never-running.
 //!
 //! Two hardware groups instead of one because seven hardware events do not fit the
 //! counters of many CPUs (4 general-purpose per hyperthread on Intel): an oversized group
 //! is never scheduled at all. When the kernel multiplexes the groups, each value is
 //! scaled by `time_enabled / time_running`, and both times are kept in the sample.
 //!
-//! Each group is read in one `read(2)` of its leader (`PERF_FORMAT_GROUP`): the values
-//! of every member, with the group's enabled and running times (its members are
-//! scheduled as a unit, so the times are theirs). The kernel sums inherited child
-//! events into a group read as into a single one (checked here on 6.18: a child
-//! thread's page faults and task clock appear in the group's values). Read on its own,
-//! a member of a software group reports a running time of zero (kernel 6.18), so
-//! members are only ever read through their leader. Where a kernel refuses the group
-//! read format (EINVAL), the events are opened without it and each is read on its own.
-//! A snapshot costs one `read(2)` per group: three with a PMU, one without (see the
-//! `counters` bench and benches/results/counters.md).
+//! Each member is read on its own (`read_format` without `PERF_FORMAT_GROUP`): perf-event2
+//! documents `inherit` on group reads as unsupported, and inheritance is what lets
+//! [`CounterScope::Process`] cover the threads the process spawns later. The cost is one
+//! `read(2)` per open counter per snapshot (see the `counters` bench).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Event, Hardware, Software};
-use perf_event::{Builder, Counter, GroupData, ReadFormat};
+use perf_event::{Builder, Counter};
 use serde::{Deserialize, Serialize};
 
 /// One counted event.
@@ -105,7 +100,8 @@ impl CounterKind {
         )
     }
 
-    /// The group this event is scheduled and read with (0 core, 1 cache, 2 software).
+    /// The hardware group this event is scheduled with (0 core, 1 cache); software
+    /// events stand alone.
     fn group(self) -> Option<usize> {
         match self {
             CounterKind::Cycles
@@ -115,10 +111,7 @@ impl CounterKind {
             CounterKind::CacheReferences
             | CounterKind::CacheMisses
             | CounterKind::L1dReadMisses => Some(1),
-            CounterKind::TaskClock
-            | CounterKind::PageFaults
-            | CounterKind::ContextSwitches
-            | CounterKind::CpuMigrations => Some(2),
+            _ => None,
         }
     }
 
@@ -312,48 +305,6 @@ impl CounterSample {
     }
 }
 
-impl CounterSample {
-    /// The total of several intervals (the scans of one query, each read by its own
-    /// counters): per event, the scaled values add (each interval was scaled by its
-    /// own enabled/running times), and so do the raw counts and both times.
-    ///
-    /// An event is measured in the total only if it was measured in every sample: a
-    /// sum that silently left out some intervals would read as a smaller count. With no
-    /// samples at all the total is empty (no values), not a row of zeros.
-    pub fn sum<'a>(samples: impl IntoIterator<Item = &'a CounterSample>) -> CounterSample {
-        let mut samples = samples.into_iter();
-        let Some(first) = samples.next() else {
-            return CounterSample::default();
-        };
-        let mut total = first.clone();
-        for s in samples {
-            for t in &mut total.values {
-                match s.get(t.kind) {
-                    Some(v) if t.measured && v.measured => {
-                        t.value = t.value.zip(v.value).map(|(a, b)| a.saturating_add(b));
-                        t.raw = t.raw.saturating_add(v.raw);
-                        t.time_enabled_ns = t.time_enabled_ns.saturating_add(v.time_enabled_ns);
-                        t.time_running_ns = t.time_running_ns.saturating_add(v.time_running_ns);
-                        t.user_only |= v.user_only;
-                    }
-                    Some(v) if t.measured => *t = v.clone(),
-                    Some(_) => {}
-                    None => {
-                        *t = CounterValue::unavailable(
-                            t.kind,
-                            "missing from one of the summed samples".to_owned(),
-                        );
-                    }
-                }
-            }
-            if total.hardware_unavailable.is_none() {
-                total.hardware_unavailable = s.hardware_unavailable.clone();
-            }
-        }
-        total
-    }
-}
-
 fn ratio(num: Option<u64>, den: Option<u64>) -> Option<f64> {
     match (num, den) {
         (Some(n), Some(d)) if d > 0 => Some(n as f64 / d as f64),
@@ -361,17 +312,9 @@ fn ratio(num: Option<u64>, den: Option<u64>) -> Option<f64> {
     }
 }
 
-/// Number of event groups ([`CounterKind::group`]).
-const GROUPS: usize = 3;
-
 struct OpenCounter {
     counter: Counter,
     user_only: bool,
-    /// Its fd was opened with `PERF_FORMAT_GROUP`: read on a leader, it gives the whole
-    /// group.
-    group_read: bool,
-    /// Its value comes from its group leader's group read, not a read of its own.
-    via_leader_read: bool,
 }
 
 enum Slot {
@@ -423,15 +366,18 @@ impl Counters {
     pub fn open(scope: CounterScope) -> Counters {
         let paranoid = paranoid_level();
         let mut slots: Vec<(CounterKind, Result<OpenCounter, io::Error>)> = Vec::new();
-        // Index in `slots` of each group's leader (its first event that opened).
-        let mut leaders: [Option<usize>; GROUPS] = [None; GROUPS];
-        // Indexes of the groups' leaders, each enabled with its group.
+        // Index in `slots` of each hardware group's leader (its first event that opened).
+        let mut leaders: [Option<usize>; 2] = [None; 2];
+        // Indexes of counters that are enabled on their own: leaders and software events.
         let mut to_enable: Vec<usize> = Vec::new();
         for kind in CounterKind::ALL {
-            let leader = kind
-                .group()
-                .and_then(|g| leaders[g])
-                .and_then(|i| slots[i].1.as_mut().ok());
+            let leader =
+                kind.group()
+                    .and_then(|g| leaders[g])
+                    .and_then(|i| match &mut slots[i].1 {
+                        Ok(open) => Some(&mut open.counter),
+                        Err(_) => None,
+                    });
             let is_member = leader.is_some();
             // Relaxed: the flag only ever goes from false to true and guards no other
             // data; a stale false costs one more round of failing syscalls.
@@ -531,67 +477,28 @@ impl Counters {
     ///
     /// The snapshot is raw numbers in a fixed array: no allocation until `stop`.
     pub fn start(&mut self) -> CounterSpan<'_> {
-        let start = self.snapshot();
+        let mut start = [None; COUNTERS];
+        self.read_raw(&mut start);
         CounterSpan {
             counters: self,
             start,
         }
     }
 
-    /// The raw values now, to subtract later ([`Counters::since`]): an interval that
-    /// outlives a borrow of the counters (a whole run). No allocation.
-    pub fn snapshot(&mut self) -> CounterSnapshot {
-        let mut raw = [None; COUNTERS];
-        self.read_raw(&mut raw);
-        CounterSnapshot(raw)
-    }
-
-    /// What was counted between `start` (a [`Counters::snapshot`] of these same
-    /// counters) and now. Counters reused across intervals are never reset: each
-    /// interval is a difference of two reads, so no `ioctl` sits between them.
-    pub fn since(&mut self, start: &CounterSnapshot) -> CounterSample {
-        let end = self.snapshot();
-        self.sample_between(&start.0, &end.0)
-    }
-
     /// Reads every open counter into `out` (by slot); `None` where not open or unreadable.
-    /// One `read(2)` per group whose leader has the group format, one per other counter.
     fn read_raw(&mut self, out: &mut [Option<RawReading>; COUNTERS]) {
-        let mut groups: [Option<GroupData>; GROUPS] = [None, None, None];
-        for (kind, slot) in &mut self.slots {
-            if let (Slot::Open(open), Some(g)) = (slot, kind.group()) {
-                if open.group_read && !open.via_leader_read {
-                    groups[g] = open.counter.read_group().ok();
-                }
-            }
-        }
-        let nanos = |d: Option<std::time::Duration>| {
-            d.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        };
-        for ((kind, slot), out) in self.slots.iter_mut().zip(out.iter_mut()) {
-            let Slot::Open(open) = slot else {
-                *out = None;
-                continue;
-            };
-            let group = kind.group().and_then(|g| groups[g].as_ref());
-            *out = if open.group_read || open.via_leader_read {
-                // Times are the group's: its members are scheduled as a unit.
-                group.and_then(|data| {
-                    data.get(&open.counter).map(|entry| RawReading {
-                        count: entry.value(),
-                        time_enabled_ns: nanos(data.time_enabled()),
-                        time_running_ns: nanos(data.time_running()),
-                    })
-                })
-            } else {
-                open.counter
+        for ((_, slot), out) in self.slots.iter_mut().zip(out.iter_mut()) {
+            *out = match slot {
+                Slot::Open(open) => open
+                    .counter
                     .read_count_and_time()
                     .ok()
                     .map(|cat| RawReading {
                         count: cat.count,
                         time_enabled_ns: cat.time_enabled,
                         time_running_ns: cat.time_running,
-                    })
+                    }),
+                Slot::Unavailable(_) => None,
             };
         }
     }
@@ -645,80 +552,53 @@ struct RawReading {
     time_running_ns: u64,
 }
 
-/// Raw counter values at one moment; see [`Counters::snapshot`]. Meaningful only to
-/// the [`Counters`] that took it.
-#[derive(Clone, Copy, Debug)]
-pub struct CounterSnapshot([Option<RawReading>; COUNTERS]);
-
 /// An interval being counted; see [`Counters::start`].
 #[derive(Debug)]
 #[must_use = "a span counts nothing until stopped"]
 pub struct CounterSpan<'a> {
     counters: &'a mut Counters,
-    start: CounterSnapshot,
+    start: [Option<RawReading>; COUNTERS],
 }
 
 impl CounterSpan<'_> {
     /// Ends the interval and returns what was counted during it.
     pub fn stop(self) -> CounterSample {
-        self.counters.since(&self.start)
+        let mut end = [None; COUNTERS];
+        self.counters.read_raw(&mut end);
+        self.counters.sample_between(&self.start, &end)
     }
 }
 
-/// Opens one event, as a member of `leader`'s group when given. A leader asks for the
-/// group read format; a member follows its leader (read through it when the leader
-/// has the group format, on its own otherwise).
 fn open_one(
     kind: CounterKind,
     scope: CounterScope,
-    leader: Option<&mut OpenCounter>,
+    mut leader: Option<&mut Counter>,
 ) -> io::Result<OpenCounter> {
-    let times = ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING;
-    let via_leader_read = leader.as_ref().is_some_and(|l| l.group_read);
-    let mut leader = leader.map(|l| &mut l.counter);
-    // A leader asks for the group format; a member reads through its leader, so its own
-    // format only matters if the leader has none (then it is read alone, without it).
-    let mut group_read = leader.is_none();
-    let mut user_only = false;
     let mut builder = kind.builder();
     builder
         .inherit(scope == CounterScope::Process)
         .enabled(false)
         .exclude_kernel(false)
         .exclude_hv(true);
-    loop {
-        let format = if group_read {
-            times | ReadFormat::GROUP
-        } else {
-            times
-        };
-        builder.read_format(format).exclude_kernel(user_only);
-        let built = match &mut leader {
-            Some(l) => builder.build_with_group(&mut **l),
-            None => builder.build(),
-        };
-        match built {
-            Ok(counter) => {
-                return Ok(OpenCounter {
-                    counter,
-                    user_only,
-                    group_read,
-                    via_leader_read,
-                })
-            }
-            // perf_event_paranoid >= 2 forbids counting the kernel for unprivileged
-            // users; user space alone is still worth having.
-            Err(e)
-                if !user_only && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) =>
-            {
-                user_only = true;
-            }
-            // A kernel that refuses group reads (with `inherit`): each event alone.
-            Err(e) if group_read && e.raw_os_error() == Some(libc::EINVAL) => {
-                group_read = false;
-            }
-            Err(e) => return Err(e),
+    let build = |builder: &Builder<'_>, leader: &mut Option<&mut Counter>| match leader {
+        Some(l) => builder.build_with_group(&mut **l),
+        None => builder.build(),
+    };
+    match build(&builder, &mut leader) {
+        Ok(counter) => Ok(OpenCounter {
+            counter,
+            user_only: false,
+        }),
+        // perf_event_paranoid >= 2 forbids counting the kernel for unprivileged users;
+        // user space alone is still worth having.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+            builder.exclude_kernel(true);
+            build(&builder, &mut leader).map(|counter| OpenCounter {
+                counter,
+                user_only: true,
+            })
         }
+        Err(e) => Err(e),
     }
 }
 
@@ -863,111 +743,6 @@ mod tests {
             assert!(
                 why.contains("PMU") || why.contains("paranoid") || why.contains("not"),
                 "{why}"
-            );
-        }
-    }
-
-    fn value(kind: CounterKind, raw: u64, enabled: u64, running: u64) -> CounterValue {
-        CounterValue::measured(kind, raw, enabled, running, false)
-    }
-
-    /// The sum against a naive reference: per event, the scaled values and the raw
-    /// counts and times add; an event missing from one sample is unmeasured in the sum.
-    #[test]
-    fn sum_adds_each_interval_scaled_on_its_own() {
-        let a = CounterSample {
-            values: vec![
-                value(CounterKind::TaskClock, 100, 10, 10),
-                value(CounterKind::Cycles, 50, 10, 5), // Multiplexed: 100.
-                value(CounterKind::PageFaults, 3, 10, 10),
-            ],
-            hardware_unavailable: None,
-        };
-        let b = CounterSample {
-            values: vec![
-                value(CounterKind::TaskClock, 7, 4, 4),
-                value(CounterKind::Cycles, 30, 4, 4),
-                CounterValue::unavailable(CounterKind::PageFaults, "gone".into()),
-            ],
-            hardware_unavailable: None,
-        };
-        let s = CounterSample::sum([&a, &b]);
-        assert_eq!(s.value(CounterKind::TaskClock), Some(107));
-        // 100 (scaled) + 30; rescaling the summed raw counts would say 80 * 14 / 9.
-        assert_eq!(s.value(CounterKind::Cycles), Some(130));
-        let cycles = s.get(CounterKind::Cycles).expect("cycles");
-        assert_eq!(
-            (cycles.raw, cycles.time_enabled_ns, cycles.time_running_ns),
-            (80, 14, 9)
-        );
-        assert_eq!(s.value(CounterKind::PageFaults), None);
-        assert_eq!(
-            s.get(CounterKind::PageFaults)
-                .and_then(|v| v.unavailable.as_deref()),
-            Some("gone")
-        );
-        assert_eq!(CounterSample::sum([&a]), a);
-        assert!(CounterSample::sum(std::iter::empty()).values.is_empty());
-    }
-
-    /// Real samples: the sum of two spans' task clock is the sum of their task clocks.
-    #[test]
-    fn sum_of_real_spans_matches_their_values() {
-        let mut counters = Counters::open(CounterScope::Thread);
-        let (_, a) = counters.measure(|| busy_work(2_000_000));
-        let (_, b) = counters.measure(|| busy_work(3_000_000));
-        let s = CounterSample::sum([&a, &b]);
-        for kind in CounterKind::ALL {
-            match (a.value(kind), b.value(kind)) {
-                (Some(x), Some(y)) => assert_eq!(s.value(kind), Some(x + y), "{kind:?}"),
-                _ => assert_eq!(s.value(kind), None, "{kind:?}"),
-            }
-        }
-        assert!(s.value(CounterKind::TaskClock).is_some_and(|ns| ns > 0));
-    }
-
-    /// The group read against the naive reference: the same software events opened
-    /// alone (no group, no group format) and read one by one, around the same work.
-    #[test]
-    fn group_reads_match_events_read_alone() {
-        let alone = |kind: CounterKind| {
-            let mut b = kind.builder();
-            b.exclude_hv(true).exclude_kernel(false).enabled(true);
-            b.build().expect("a software event opens alone")
-        };
-        let mut grouped = Counters::open(CounterScope::Thread);
-        let mut task_clock = alone(CounterKind::TaskClock);
-        let mut faults = alone(CounterKind::PageFaults);
-        let a = (
-            task_clock.read().expect("read"),
-            faults.read().expect("read"),
-        );
-        let (_, sample) = grouped.measure(|| {
-            let mut v = vec![0u8; 8 << 20];
-            for i in (0..v.len()).step_by(4096) {
-                v[i] = 1;
-            }
-            std::hint::black_box(&v);
-            busy_work(3_000_000)
-        });
-        let b = (
-            task_clock.read().expect("read"),
-            faults.read().expect("read"),
-        );
-        let (clock_alone, faults_alone) = (b.0 - a.0, b.1 - a.1);
-        let clock = sample.value(CounterKind::TaskClock).expect("task clock");
-        let faults_grouped = sample.value(CounterKind::PageFaults).expect("page faults");
-        // The reference brackets the grouped span: it counts a little more.
-        assert!(
-            clock <= clock_alone && clock * 10 >= clock_alone * 9,
-            "{clock} vs {clock_alone}"
-        );
-        assert!(faults_grouped >= 2048, "{faults_grouped}");
-        assert!(faults_grouped <= faults_alone && faults_grouped + 64 >= faults_alone);
-        for kind in [CounterKind::ContextSwitches, CounterKind::CpuMigrations] {
-            assert!(
-                sample.value(kind).is_some(),
-                "{kind:?} measured through the group"
             );
         }
     }
