@@ -72,7 +72,10 @@ fn texts(start: usize, n: usize, width: usize) -> RecordBatch {
 
 /// Runs `f` on a thread and fails the test if it takes longer than `limit` (a hang
 /// is then a failure with a message, not a test run that never ends).
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) fn within<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(f());

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, Int64Array, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use crate::tests::within;
 use crate::{monotonic_ns, unique_name, Consumer, Producer, LIVENESS_INTERVAL};
 
 /// A hand-off or push slower than this is a wake-up that was lost and ended only by
@@ -38,15 +39,6 @@ fn stamped(schema: &SchemaRef, start: i64, rows: usize) -> RecordBatch {
         ],
     )
     .unwrap()
-}
-
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("did not finish within {limit:?}: the ring hangs"))
 }
 
 /// xorshift64: the tests' pauses, reproducible from a seed.
