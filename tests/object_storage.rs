@@ -705,6 +705,51 @@ struct ProxyCounts {
     forwarded: std::sync::atomic::AtomicU64,
 }
 
+/// The partitioned table in bucket `lake` under `r/`, reached through a fault proxy,
+/// with its local copy: what the fault tests share.
+struct ProxiedLake {
+    _moto: Moto,
+    fault: Arc<std::sync::Mutex<Fault>>,
+    proxy: FaultProxy,
+    endpoint: String,
+    url: &'static str,
+    state: PathBuf,
+    local_text: String,
+}
+
+impl ProxiedLake {
+    fn start(python: &Path, dir: &Path) -> Self {
+        let moto = Moto::start(python, &dir.join("moto.log"), &[]);
+        let local = dir.join("data");
+        std::fs::create_dir_all(&local).expect("mkdir");
+        write_partitioned(&local);
+        moto.boto("s3.create_bucket(Bucket='lake')");
+        moto.upload_dir(&local, "lake", "r");
+        let fault = Arc::new(std::sync::Mutex::new(Fault::None));
+        let proxy = FaultProxy::start(moto.port, Arc::clone(&fault));
+        Self {
+            endpoint: format!("http://127.0.0.1:{}", proxy.port),
+            _moto: moto,
+            fault,
+            proxy,
+            url: "s3://lake/r",
+            state: dir.join("state"),
+            local_text: local.display().to_string(),
+        }
+    }
+
+    /// Stops the daemons of the bucket's root and of the local copy when dropped.
+    fn daemons(&self) -> Daemons<'_> {
+        Daemons {
+            roots: vec![
+                (self.url.to_owned(), Some(self.state.clone())),
+                (self.local_text.clone(), None),
+            ],
+            endpoint: &self.endpoint,
+        }
+    }
+}
+
 /// What the proxy does to each request.
 #[derive(Clone, Copy)]
 enum Fault {
@@ -870,33 +915,18 @@ fn server_errors_and_slow_answers_are_retried() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
-    let local = dir.path().join("data");
-    std::fs::create_dir_all(&local).expect("mkdir");
-    write_partitioned(&local);
-    moto.boto("s3.create_bucket(Bucket='lake')");
-    moto.upload_dir(&local, "lake", "r");
-    let fault = Arc::new(std::sync::Mutex::new(Fault::None));
-    let proxy = FaultProxy::start(moto.port, Arc::clone(&fault));
-    let endpoint = format!("http://127.0.0.1:{}", proxy.port);
-    let url = "s3://lake/r";
-    let state = dir.path().join("state");
-    let local_text = local.display().to_string();
-    let _daemons = Daemons {
-        roots: vec![
-            (url.to_owned(), Some(state.clone())),
-            (local_text.clone(), None),
-        ],
-        endpoint: &endpoint,
-    };
+    let lake = ProxiedLake::start(python, dir.path());
+    let _daemons = lake.daemons();
+    let (fault, url) = (&lake.fault, lake.url);
+    let (endpoint, state, local_text) = (&lake.endpoint, &lake.state, &lake.local_text);
     let sql = "SELECT region, year, count(*), sum(amount) FROM part WHERE id % 3 = 0 \
                GROUP BY region, year ORDER BY region, year";
     let args = ["query", "--format", "csv", "--no-cache", sql];
-    let expected = ringscan(&args, &local_text, None, &endpoint);
+    let expected = ringscan(&args, local_text, None, endpoint);
     assert!(expected.status.success(), "{}", stderr(&expected));
 
     *fault.lock().unwrap() = Fault::FirstTry { delay_ms: 30 };
-    let out = ringscan(&args, url, Some(&state), &endpoint);
+    let out = ringscan(&args, url, Some(state), endpoint);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), stdout(&expected));
 
@@ -904,7 +934,7 @@ fn server_errors_and_slow_answers_are_retried() {
     std::thread::sleep(Duration::from_millis(1200)); // past the listing's TTL
     *fault.lock().unwrap() = Fault::All;
     let started = Instant::now();
-    let out = ringscan(&args, url, Some(&state), &endpoint);
+    let out = ringscan(&args, url, Some(state), endpoint);
     assert!(!out.status.success(), "{}", stdout(&out));
     let text = stderr(&out);
     assert!(text.contains("s3://lake/r/part"), "{text}");
@@ -916,7 +946,7 @@ fn server_errors_and_slow_answers_are_retried() {
     );
 
     *fault.lock().unwrap() = Fault::None;
-    let out = ringscan(&args, url, Some(&state), &endpoint);
+    let out = ringscan(&args, url, Some(state), endpoint);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), stdout(&expected));
 }
@@ -931,36 +961,21 @@ fn a_cancelled_scan_aborts_its_requests() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
-    let local = dir.path().join("data");
-    std::fs::create_dir_all(&local).expect("mkdir");
-    write_partitioned(&local);
-    moto.boto("s3.create_bucket(Bucket='lake')");
-    moto.upload_dir(&local, "lake", "r");
-    let fault = Arc::new(std::sync::Mutex::new(Fault::None));
-    let proxy = FaultProxy::start(moto.port, Arc::clone(&fault));
-    let endpoint = format!("http://127.0.0.1:{}", proxy.port);
-    let url = "s3://lake/r";
-    let state = dir.path().join("state");
-    let local_text = local.display().to_string();
-    let _daemons = Daemons {
-        roots: vec![
-            (url.to_owned(), Some(state.clone())),
-            (local_text.clone(), None),
-        ],
-        endpoint: &endpoint,
-    };
+    let lake = ProxiedLake::start(python, dir.path());
+    let _daemons = lake.daemons();
+    let (fault, proxy, url) = (&lake.fault, &lake.proxy, lake.url);
+    let (endpoint, state, local_text) = (&lake.endpoint, &lake.state, &lake.local_text);
     // No predicate: no page index to read, only the column chunks once the footers
     // are in the daemon's cache (the statistics-only count puts them there).
     let sql = "SELECT region, sum(amount), count(note) FROM part GROUP BY region ORDER BY region";
     let args = ["query", "--format", "csv", "--no-cache", sql];
-    let expected = ringscan(&args, &local_text, None, &endpoint);
+    let expected = ringscan(&args, local_text, None, endpoint);
     assert!(expected.status.success(), "{}", stderr(&expected));
     let warm = ringscan(
         &["query", "--no-cache", "SELECT count(*) FROM part"],
         url,
-        Some(&state),
-        &endpoint,
+        Some(state),
+        endpoint,
     );
     assert!(warm.status.success(), "{}", stderr(&warm));
 
@@ -968,8 +983,8 @@ fn a_cancelled_scan_aborts_its_requests() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
         .args(args)
         .args(["--data", url, "--state"])
-        .arg(&state)
-        .env("AWS_ENDPOINT_URL", &endpoint)
+        .arg(state)
+        .env("AWS_ENDPOINT_URL", endpoint)
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
@@ -1003,7 +1018,7 @@ fn a_cancelled_scan_aborts_its_requests() {
     assert!(proxy.counts.abandoned.load(Ordering::SeqCst) >= held);
 
     *fault.lock().unwrap() = Fault::None;
-    let out = ringscan(&args, url, Some(&state), &endpoint);
+    let out = ringscan(&args, url, Some(state), endpoint);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), stdout(&expected));
 }
