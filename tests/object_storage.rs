@@ -703,6 +703,8 @@ struct ProxyCounts {
     abandoned: std::sync::atomic::AtomicU64,
     /// Held requests forwarded after their delay.
     forwarded: std::sync::atomic::AtomicU64,
+    /// Ranged GETs (column data, footers, page indexes) seen, whatever the fault.
+    ranged: std::sync::atomic::AtomicU64,
 }
 
 /// The partitioned table in bucket `lake` under `r/`, reached through a fault proxy,
@@ -815,6 +817,9 @@ impl FaultProxy {
                             Ok(0) | Err(_) => return,
                             Ok(n) => request.extend_from_slice(&buf[..n]),
                         }
+                    }
+                    if head.to_ascii_lowercase().contains("\r\nrange:") {
+                        counts.ranged.fetch_add(1, Ordering::SeqCst);
                     }
                     let fault = *fault.lock().unwrap_or_else(|e| e.into_inner());
                     let fail = match fault {
@@ -1021,4 +1026,115 @@ fn a_cancelled_scan_aborts_its_requests() {
     let out = ringscan(&args, url, Some(state), endpoint);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), stdout(&expected));
+}
+
+/// `--cache-dir`: a second host (its own state, a cold daemon) over the same bucket and
+/// cache directory answers the same without one ranged GET; a damaged entry is fetched
+/// again, never served; a rewritten object is read at its new version.
+#[test]
+fn a_second_host_sharing_the_cache_dir_fetches_no_ranges() {
+    use std::sync::atomic::Ordering;
+    let Some(python) = python_or_skip("a_second_host_sharing_the_cache_dir_fetches_no_ranges")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = ProxiedLake::start(python, dir.path());
+    let (url, endpoint, local_text) = (lake.url, &lake.endpoint, &lake.local_text);
+    let hosts: Vec<PathBuf> = (0..4)
+        .map(|i| dir.path().join(format!("host{i}")))
+        .collect();
+    let mut roots: Vec<(String, Option<PathBuf>)> = hosts
+        .iter()
+        .map(|h| (url.to_owned(), Some(h.clone())))
+        .collect();
+    roots.push((local_text.clone(), None));
+    let _daemons = Daemons { roots, endpoint };
+    let cache = dir.path().join("ranges");
+    let cache_text = cache.display().to_string();
+    let sql = "SELECT region, year, count(*), sum(amount), min(note), max(id) FROM part \
+               GROUP BY region, year ORDER BY region, year";
+    let args = [
+        "query",
+        "--format",
+        "csv",
+        "--no-cache",
+        "--cache-dir",
+        &cache_text,
+        sql,
+    ];
+    let local = |sql: &str| {
+        let out = ringscan(
+            &["query", "--format", "csv", "--no-cache", sql],
+            local_text,
+            None,
+            endpoint,
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    // The ranged GETs one query on `host` makes, its answer checked.
+    let run = |host: &Path, expected: &str| {
+        let before = lake.proxy.counts.ranged.load(Ordering::SeqCst);
+        let out = ringscan(&args, url, Some(host), endpoint);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(stdout(&out), expected);
+        // The daemon keeps what it fetched after answering: wait for its writes.
+        let mut last = Vec::new();
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = entries(&cache);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        lake.proxy.counts.ranged.load(Ordering::SeqCst) - before
+    };
+    let expected = local(sql);
+    assert!(run(&hosts[0], &expected) > 0);
+    assert_eq!(run(&hosts[1], &expected), 0, "a second host fetched ranges");
+    let kept = entries(&cache);
+    assert!(!kept.is_empty());
+
+    // A truncated entry is not served: its range is fetched again (and kept again).
+    let (path, len) = &kept[0];
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(len - 1))
+        .expect("truncate");
+    assert!(run(&hosts[2], &expected) > 0, "a damaged entry was served");
+    assert_eq!(run(&hosts[3], &expected), 0);
+
+    // An object rewritten in the bucket is read at its new version.
+    let key = "part/region=west/year=2024/p.parquet";
+    let other = std::fs::read(Path::new(local_text).join("part/region=east/year=2023/p.parquet"))
+        .expect("read");
+    std::fs::write(Path::new(local_text).join(key), &other).expect("write");
+    lake._moto.put("lake", &format!("r/{key}"), &other);
+    std::thread::sleep(Duration::from_millis(1200)); // past the listing's TTL
+    let rewritten = local(sql);
+    assert_ne!(rewritten, expected);
+    assert!(run(&hosts[1], &rewritten) > 0);
+}
+
+/// The entries below a range cache directory (not its temporary files), with their sizes.
+fn entries(cache: &Path) -> Vec<(PathBuf, u64)> {
+    let mut found = Vec::new();
+    for object in std::fs::read_dir(cache).into_iter().flatten().flatten() {
+        if object.file_name() == "tmp" {
+            continue;
+        }
+        for file in std::fs::read_dir(object.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let len = file.metadata().map_or(0, |m| m.len());
+            found.push((file.path(), len));
+        }
+    }
+    found.sort();
+    found
 }

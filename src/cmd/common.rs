@@ -57,6 +57,24 @@ pub(crate) struct DataRoot {
     /// its state directory (`--state`, else one under the user's cache directory
     /// named after the URL).
     pub(crate) local: PathBuf,
+    /// For an object-storage root: the on-disk cache of fetched ranges its daemon
+    /// reads through (`--cache-dir`, absolute) and its bound in bytes.
+    pub(crate) range_cache: Option<(PathBuf, u64)>,
+}
+
+/// The on-disk cache of fetched byte ranges, for an object-storage root.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct RangeCacheArgs {
+    /// For an s3:// root: keep the byte ranges fetched from the store in this directory
+    /// (keyed by object, ETag and size; checked on every read), so that a restarted
+    /// daemon or another host sharing the directory does not fetch them again. Taken
+    /// when this command starts the root's daemon.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// The most bytes --cache-dir holds; the least recently used ranges go first
+    /// (e.g. 500M, 20G).
+    #[arg(long, value_name = "BYTES", default_value = "4G", value_parser = parse_count)]
+    pub(crate) cache_dir_bytes: u64,
 }
 
 impl DataRoot {
@@ -73,6 +91,7 @@ impl DataRoot {
             return Ok(Self {
                 local: root.clone(),
                 root,
+                range_cache: None,
             });
         }
         let url = ringscan_io_daemon::storage::object::normalize_url(&root.to_string_lossy())?;
@@ -83,7 +102,27 @@ impl DataRoot {
         Ok(Self {
             root: PathBuf::from(url),
             local,
+            range_cache: None,
         })
+    }
+
+    /// This root with the range cache of `args` (an object-storage root only).
+    pub(crate) fn with_range_cache(mut self, args: &RangeCacheArgs) -> anyhow::Result<Self> {
+        let Some(dir) = &args.cache_dir else {
+            return Ok(self);
+        };
+        anyhow::ensure!(
+            self.is_remote(),
+            "--cache-dir is for object-storage roots (s3://...): local files are read in place"
+        );
+        anyhow::ensure!(
+            args.cache_dir_bytes > 0,
+            "--cache-dir-bytes must be more than 0"
+        );
+        let dir = std::path::absolute(dir)
+            .map_err(|e| anyhow::anyhow!("--cache-dir {}: {e}", dir.display()))?;
+        self.range_cache = Some((dir, args.cache_dir_bytes));
+        Ok(self)
     }
 
     /// A local data directory.
@@ -91,6 +130,7 @@ impl DataRoot {
         Self {
             root: dir.to_path_buf(),
             local: dir.to_path_buf(),
+            range_cache: None,
         }
     }
 

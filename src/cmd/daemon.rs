@@ -15,7 +15,7 @@ use ringscan_io_daemon::scan::IoMode;
 use ringscan_io_daemon::server::{self, create_state_dir, log_path, parse_duration, DaemonConfig};
 use ringscan_ipc::client::{ensure_daemon, socket_path, DaemonClient};
 
-use super::common::DataRoot;
+use super::common::{DataRoot, RangeCacheArgs};
 
 /// How long `start` waits for the new daemon to answer, and `stop` for it to exit.
 const WAIT: Duration = Duration::from_secs(10);
@@ -54,6 +54,8 @@ struct Opts {
     /// Exit after this long without connections (e.g. 30s, 10m, 1h).
     #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
     idle_timeout: Duration,
+    #[command(flatten)]
+    range_cache: RangeCacheArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -114,7 +116,8 @@ pub(crate) fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
 
 impl Opts {
     fn root(&self) -> anyhow::Result<DataRoot> {
-        DataRoot::new(self.data.as_deref(), self.state.as_deref())
+        DataRoot::new(self.data.as_deref(), self.state.as_deref())?
+            .with_range_cache(&self.range_cache)
     }
 }
 
@@ -133,14 +136,15 @@ fn run_foreground(run: &RunOpts) -> anyhow::Result<ExitCode> {
     config.max_ring_bytes = run.max_ring_mib.saturating_mul(1 << 20);
     config.detach = run.detached;
     config.list_ttl = run.list_ttl;
+    config.range_cache = root.range_cache.clone();
     config.ingest.flush_bytes = run.flush_mib.saturating_mul(1 << 20);
     config.ingest.flush_age = run.flush_age;
     server::run(config).with_context(|| format!("IO daemon for {}", data.display()))?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Spawns `exe daemon run --data <root> [--state <local>] --idle-timeout <idle_timeout>
-/// --detached`:
+/// Spawns `exe daemon run --data <root> [--state <local>] [--cache-dir <dir>
+/// --cache-dir-bytes <n>] --idle-timeout <idle_timeout> --detached`:
 /// the first thing it does is to leave our session for its own (no controlling
 /// terminal: a Ctrl-C or hang-up of the caller's terminal does not reach it; not a
 /// process group of its own first, whose leader could not), stdin from /dev/null,
@@ -169,6 +173,13 @@ pub(crate) fn spawn_detached(
         .arg(&data.root);
     if data.is_remote() {
         command.arg("--state").arg(&data.local);
+    }
+    if let Some((dir, max_bytes)) = &data.range_cache {
+        command
+            .arg("--cache-dir")
+            .arg(dir)
+            .arg("--cache-dir-bytes")
+            .arg(max_bytes.to_string());
     }
     let child = command
         .arg("--idle-timeout")

@@ -17,7 +17,9 @@ use ringscan_executor::{QueryOutcome, QueryResult};
 use ringscan_ipc::msg::ScanSummary;
 use serde_json::{json, Map, Value};
 
-use super::common::{finish_recording, human_bytes, human_count, start_recording, DataRoot};
+use super::common::{
+    finish_recording, human_bytes, human_count, start_recording, DataRoot, RangeCacheArgs,
+};
 use super::daemon::spawn_detached;
 
 /// How long a daemon started by a query stays up without work.
@@ -50,6 +52,8 @@ pub(crate) struct QueryArgs {
     /// records [default: one under the user's cache directory named after the URL].
     #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
+    #[command(flatten)]
+    range_cache: RangeCacheArgs,
     /// How to print the rows.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -141,7 +145,8 @@ fn time_zone(flag: Option<&str>) -> Option<String> {
 }
 
 pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
-    let root = DataRoot::new(args.data.as_deref(), args.state.as_deref())?;
+    let root = DataRoot::new(args.data.as_deref(), args.state.as_deref())?
+        .with_range_cache(&args.range_cache)?;
     let data = root.local.clone();
     let recorder = start_recording("query", std::env::args().skip(2).collect());
     let ring_capacity_bytes = args.ring_mib as usize * (1 << 20);

@@ -11,7 +11,7 @@ use clap::Args;
 use ringscan_executor::engine::EngineOptions;
 use ringscan_serve::{ServeOptions, Spawn};
 
-use super::common::DataRoot;
+use super::common::{DataRoot, RangeCacheArgs};
 use super::daemon::spawn_detached;
 use ringscan_ipc::client::{socket_path, DaemonClient};
 
@@ -30,6 +30,8 @@ pub(crate) struct ServeArgs {
     /// records [default: one under the user's cache directory named after the URL].
     #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
+    #[command(flatten)]
+    range_cache: RangeCacheArgs,
     /// Address to listen on (port 0: any free port, printed when ready).
     #[arg(long, default_value = "127.0.0.1:5433")]
     listen: SocketAddr,
@@ -69,7 +71,8 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<std::process::ExitCode> {
-    let root = DataRoot::new(args.data.as_deref(), args.state.as_deref())?;
+    let root = DataRoot::new(args.data.as_deref(), args.state.as_deref())?
+        .with_range_cache(&args.range_cache)?;
     root.check()?;
     // The host sees the local directory standing for the root (the daemon's socket).
     let data = root.local.clone();

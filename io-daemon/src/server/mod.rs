@@ -70,6 +70,10 @@ pub struct DaemonConfig {
     /// For an object-storage root: how long a table's listing is served again before
     /// the bucket is listed anew (an object added or rewritten is seen that much later).
     pub list_ttl: Duration,
+    /// For an object-storage root: a directory for an on-disk cache of the byte ranges
+    /// fetched, and its bound in bytes (`--cache-dir`, `--cache-bytes`); `None`: none.
+    /// Several daemons may share one directory.
+    pub range_cache: Option<(PathBuf, u64)>,
     /// Exit after this long with no connection open.
     pub idle_timeout: Duration,
     /// A connection waiting this long for its client's next request (or a session's
@@ -119,6 +123,7 @@ impl DaemonConfig {
             data_dir: data_dir.into(),
             state_dir: None,
             list_ttl: crate::table::DEFAULT_OBJECT_LISTING_TTL,
+            range_cache: None,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             session_idle_timeout: Self::DEFAULT_SESSION_IDLE_TIMEOUT,
             max_concurrent_scans: Self::DEFAULT_MAX_CONCURRENT_SCANS,
@@ -462,6 +467,12 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
             });
         }
         Err(TryLockError::Error(e)) => return Err(io_error("locking", &lock_file)(e)),
+    }
+    if let Some((dir, max_bytes)) = &config.range_cache {
+        let cache = crate::storage::RangeCache::open(dir, *max_bytes)
+            .map_err(io_error("opening the range cache", dir))?;
+        // Before any bucket's client is made: each takes the default when made.
+        let _ = crate::storage::object::set_default_range_cache(std::sync::Arc::new(cache));
     }
     // The pid, for the "already running" message of the next one.
     let _ = lock.set_len(0);

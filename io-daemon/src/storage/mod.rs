@@ -1,6 +1,7 @@
 //! Where a data root's bytes come from: one interface ([`ByteRangeSource`]) over local
 //! files (positional reads or memory maps, [`local`]) and objects in S3-compatible
-//! storage ([`object`]: ranged GETs through the `object_store` crate).
+//! storage ([`object`]: ranged GETs through the `object_store` crate), optionally
+//! through an on-disk cache of the ranges fetched ([`range_cache`], `--cache-dir`).
 //!
 //! The scan never asks for "the file": it plans byte ranges from the footer (one column
 //! chunk of one row group is the unit) and reads them through this trait, so a remote
@@ -13,6 +14,7 @@ pub mod local;
 )]
 mod mmap_guard;
 pub mod object;
+pub mod range_cache;
 
 use std::io;
 use std::ops::Range;
@@ -24,6 +26,7 @@ pub use object::{
     is_object_url, object_root, ObjectRoot, ObjectSource, ObjectVersion, PendingReads,
     StorageError, StoreStats,
 };
+pub use range_cache::RangeCache;
 
 /// Random access to the bytes of one file.
 pub trait ByteRangeSource: Send + Sync + std::fmt::Debug {

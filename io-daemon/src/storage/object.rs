@@ -42,6 +42,7 @@ use object_store::{
     BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig,
 };
 
+use super::range_cache::{ObjectKey, Piece, RangeCache};
 use super::ByteRangeSource;
 
 /// The URL scheme of S3-compatible object storage.
@@ -202,6 +203,15 @@ pub fn normalize_url(url: &str) -> Result<String, StorageError> {
     })
 }
 
+/// The on-disk cache of fetched ranges every [`ObjectRoot`] made after this call reads
+/// through (the daemon's `--cache-dir`). Set once, before the first root; a second call
+/// is refused (the cache is given back).
+pub fn set_default_range_cache(cache: Arc<RangeCache>) -> Result<(), Arc<RangeCache>> {
+    DEFAULT_RANGE_CACHE.set(cache)
+}
+
+static DEFAULT_RANGE_CACHE: OnceLock<Arc<RangeCache>> = OnceLock::new();
+
 /// The client of `url`'s bucket: made from the environment on first use, then shared by
 /// every scan of this process.
 pub fn object_root(url: &str) -> Result<Arc<ObjectRoot>, StorageError> {
@@ -307,6 +317,8 @@ pub struct ObjectRoot {
     /// Versions of the objects the latest listings found, by URL: a scan opening one
     /// needs no HEAD request.
     known: Mutex<HashMap<String, ObjectVersion>>,
+    /// Fetched ranges kept on disk (`--cache-dir`), if any.
+    range_cache: Option<Arc<RangeCache>>,
 }
 
 impl fmt::Debug for ObjectRoot {
@@ -382,7 +394,20 @@ impl ObjectRoot {
             runtime,
             counters: Arc::default(),
             known: Mutex::default(),
+            range_cache: DEFAULT_RANGE_CACHE.get().cloned(),
         })
+    }
+
+    /// This root with `cache` for fetched ranges instead of the process's default
+    /// ([`set_default_range_cache`]); `None`: every read is a GET.
+    pub fn with_range_cache(mut self, cache: Option<Arc<RangeCache>>) -> Self {
+        self.range_cache = cache;
+        self
+    }
+
+    /// The on-disk cache of fetched ranges this root reads through, if any.
+    pub fn range_cache(&self) -> Option<&Arc<RangeCache>> {
+        self.range_cache.as_ref()
     }
 
     /// The bucket's URL, `s3://bucket`.
@@ -560,39 +585,47 @@ impl ObjectRoot {
             root: Arc::clone(self),
             location: self.location(url)?,
             url: PathBuf::from(url),
+            cache_key: ObjectKey::new(url, &version),
             version,
         })
     }
 
-    /// Starts reading `ranges` of the object at `location` (version `e_tag`): split
-    /// into parts of at most [`MAX_REQUEST_BYTES`], [`MAX_CONCURRENT_REQUESTS`] in
-    /// flight, on this root's runtime. The requests run until they end or the
-    /// [`PendingReads`] is dropped.
-    fn start_ranges(
-        &self,
-        url: &Path,
-        location: &Location,
-        e_tag: Option<&str>,
-        ranges: Vec<Range<u64>>,
-    ) -> PendingReads {
-        let mut parts: Vec<(usize, Range<u64>)> = Vec::new();
-        for (i, r) in ranges.iter().enumerate() {
-            let mut at = r.start;
-            while at < r.end {
-                let end = r.end.min(at.saturating_add(MAX_REQUEST_BYTES));
-                parts.push((i, at..end));
-                at = end;
-            }
-        }
+    /// Starts reading `ranges` of `object`: what the range cache holds is read from
+    /// disk, the rest split into parts of at most [`MAX_REQUEST_BYTES`] and fetched,
+    /// [`MAX_CONCURRENT_REQUESTS`] in flight, on this root's runtime (and the parts
+    /// fetched kept in the cache once answered). The requests run until they end or
+    /// the [`PendingReads`] is dropped.
+    fn start_ranges(&self, object: &ObjectSource, ranges: Vec<Range<u64>>) -> PendingReads {
         let store = Arc::clone(&self.store);
         let counters = Arc::clone(&self.counters);
-        let location = location.clone();
-        let e_tag = e_tag.map(str::to_owned);
-        let fetches = parts.clone();
+        let location = object.location.clone();
+        let e_tag = object.version.e_tag.clone();
+        let text = object.url.display().to_string();
+        let cache = self
+            .range_cache
+            .clone()
+            .map(|c| (c, object.cache_key.clone()));
+        let asked = ranges.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let task = self.runtime.spawn(async move {
-            let answers = futures::stream::iter(fetches)
-                .map(|(_, range)| {
+            let plan = match &cache {
+                Some((cache, key)) => {
+                    let (cache, key, asked) = (Arc::clone(cache), key.clone(), ranges.clone());
+                    // Disk reads: off the runtime's threads, which drive the requests.
+                    tokio::task::spawn_blocking(move || {
+                        asked
+                            .iter()
+                            .map(|r| cache.lookup(&key, r.clone()))
+                            .collect()
+                    })
+                    .await
+                    .unwrap_or_else(|_| missing_plan(&ranges))
+                }
+                None => missing_plan(&ranges),
+            };
+            let parts = split_parts(&plan);
+            let answers = futures::stream::iter(parts.clone())
+                .map(|range| {
                     let options = GetOptions {
                         if_match: e_tag.clone(),
                         range: Some(GetRange::Bounded(range)),
@@ -614,18 +647,112 @@ impl ObjectRoot {
                 })
                 .buffered(MAX_CONCURRENT_REQUESTS)
                 .try_collect::<Vec<Bytes>>()
+                .await
+                .map_err(|e| request_error(&text, "reading", &e))
+                .and_then(|answers| check_parts(&text, &parts, answers));
+            let kept = match (&answers, cache) {
+                (Ok(answers), Some(cache)) => Some((cache, answers.clone())),
+                _ => None,
+            };
+            let _ = tx.send(answers.map(|answers| assemble(plan, answers)));
+            if let Some(((cache, key), answers)) = kept {
+                let _ = tokio::task::spawn_blocking(move || {
+                    for (range, bytes) in parts.into_iter().zip(answers) {
+                        cache.store(&key, range, &bytes);
+                    }
+                })
                 .await;
-            let _ = tx.send(answers);
+            }
         });
         PendingReads {
-            url: url.to_path_buf(),
-            ranges,
-            parts,
+            url: object.url.clone(),
+            ranges: asked,
             rx,
             task: task.abort_handle(),
             counters: Arc::clone(&self.counters),
         }
     }
+}
+
+/// Every range to fetch, nothing from a cache.
+fn missing_plan(ranges: &[Range<u64>]) -> Vec<Vec<Piece>> {
+    ranges
+        .iter()
+        .map(|r| vec![Piece::Missing(r.clone())])
+        .collect()
+}
+
+/// The requests a plan needs: its missing ranges, in order, cut into parts of at most
+/// [`MAX_REQUEST_BYTES`] (empty ones dropped).
+fn split_parts(plan: &[Vec<Piece>]) -> Vec<Range<u64>> {
+    let mut parts = Vec::new();
+    for piece in plan.iter().flatten() {
+        let Piece::Missing(r) = piece else { continue };
+        let mut at = r.start;
+        while at < r.end {
+            let end = r.end.min(at.saturating_add(MAX_REQUEST_BYTES));
+            parts.push(at..end);
+            at = end;
+        }
+    }
+    parts
+}
+
+/// `answers` if each has its part's length, else a [`Failure::Changed`] error.
+fn check_parts(
+    text: &str,
+    parts: &[Range<u64>],
+    answers: Vec<Bytes>,
+) -> Result<Vec<Bytes>, StorageError> {
+    for (range, bytes) in parts.iter().zip(&answers) {
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(StorageError::Request {
+                url: text.to_owned(),
+                reason: format!(
+                    "asked for bytes {}..{}, got {} bytes: the object is shorter than \
+                     listed (rewritten?)",
+                    range.start,
+                    range.end,
+                    bytes.len()
+                ),
+                failure: Failure::Changed,
+            });
+        }
+    }
+    Ok(answers)
+}
+
+/// Each range's bytes: its cached pieces and its fetched parts (`answers`, in the order
+/// [`split_parts`] gave them), joined; a range of one piece is not copied.
+fn assemble(plan: Vec<Vec<Piece>>, answers: Vec<Bytes>) -> Vec<Bytes> {
+    let mut answers = answers.into_iter();
+    plan.into_iter()
+        .map(|pieces| {
+            let mut chunks: Vec<Bytes> = Vec::new();
+            for piece in pieces {
+                match piece {
+                    Piece::Cached(bytes) => chunks.push(bytes),
+                    Piece::Missing(r) => {
+                        let mut at = r.start;
+                        while at < r.end {
+                            let end = r.end.min(at.saturating_add(MAX_REQUEST_BYTES));
+                            chunks.push(answers.next().unwrap_or_default());
+                            at = end;
+                        }
+                    }
+                }
+            }
+            if chunks.len() == 1 {
+                return chunks.pop().unwrap_or_default();
+            }
+            let total = chunks.iter().map(Bytes::len).sum();
+            let mut joined = BytesMut::with_capacity(total);
+            for chunk in chunks {
+                joined.extend_from_slice(&chunk);
+            }
+            joined.freeze()
+        })
+        .collect()
 }
 
 /// Ranged GETs of one object started and not yet waited for
@@ -636,9 +763,8 @@ pub struct PendingReads {
     /// `s3://bucket/key`, for messages.
     url: PathBuf,
     ranges: Vec<Range<u64>>,
-    /// The requests: which range each part belongs to, and its bytes.
-    parts: Vec<(usize, Range<u64>)>,
-    rx: std::sync::mpsc::Receiver<Result<Vec<Bytes>, object_store::Error>>,
+    /// Each range's bytes, once fetched (or read from the range cache).
+    rx: std::sync::mpsc::Receiver<Result<Vec<Bytes>, StorageError>>,
     task: tokio::task::AbortHandle,
     counters: Arc<Counters>,
 }
@@ -668,60 +794,25 @@ impl PendingReads {
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !stop() => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break None,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    break Some(Err(object_store::Error::Generic {
-                        store: "S3",
-                        source: "the requests were dropped (the client's runtime stopped)".into(),
+                    break Some(Err(StorageError::Request {
+                        url: text.clone(),
+                        reason: "reading: the requests were dropped (the client's runtime \
+                                 stopped)"
+                            .to_owned(),
+                        failure: Failure::Other,
                     }));
                 }
             }
         };
         let waited = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.counters.wait_us.fetch_add(waited, Ordering::Relaxed);
-        let Some(answers) = answers else {
-            return Err(StorageError::Request {
+        answers.unwrap_or_else(|| {
+            Err(StorageError::Request {
                 url: text,
                 reason: "reading: cancelled".to_owned(),
                 failure: Failure::Cancelled,
-            });
-        };
-        let answers = answers.map_err(|e| request_error(&text, "reading", &e))?;
-        let ranges = &self.ranges;
-        let mut out: Vec<Option<BytesMut>> = vec![None; ranges.len()];
-        let mut single: Vec<Option<Bytes>> = vec![None; ranges.len()];
-        for ((i, range), bytes) in self.parts.iter().cloned().zip(answers) {
-            let want = range.end - range.start;
-            if bytes.len() as u64 != want {
-                return Err(StorageError::Request {
-                    url: text,
-                    reason: format!(
-                        "asked for bytes {}..{}, got {} bytes: the object is shorter than \
-                         listed (rewritten?)",
-                        range.start,
-                        range.end,
-                        bytes.len()
-                    ),
-                    failure: Failure::Changed,
-                });
-            }
-            let total = ranges[i].end - ranges[i].start;
-            if want == total {
-                single[i] = Some(bytes);
-            } else {
-                let buf = out[i].get_or_insert_with(|| {
-                    BytesMut::with_capacity(usize::try_from(total).unwrap_or(0))
-                });
-                buf.extend_from_slice(&bytes);
-            }
-        }
-        Ok(single
-            .into_iter()
-            .zip(out)
-            .map(|(one, many)| match (one, many) {
-                (Some(b), _) => b,
-                (None, Some(m)) => m.freeze(),
-                (None, None) => Bytes::new(),
             })
-            .collect())
+        })
     }
 }
 
@@ -811,6 +902,8 @@ pub struct ObjectSource {
     /// `s3://bucket/key`, for messages.
     url: PathBuf,
     version: ObjectVersion,
+    /// Its entries' key in the range cache.
+    cache_key: ObjectKey,
 }
 
 impl ObjectSource {
@@ -831,12 +924,7 @@ impl ObjectSource {
         for r in &ranges {
             self.check(r)?;
         }
-        Ok(self.root.start_ranges(
-            &self.url,
-            &self.location,
-            self.version.e_tag.as_deref(),
-            ranges,
-        ))
+        Ok(self.root.start_ranges(self, ranges))
     }
 
     fn check(&self, range: &Range<u64>) -> io::Result<()> {
