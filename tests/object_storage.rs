@@ -606,6 +606,48 @@ fn daemon_commands_and_the_postgres_host_take_an_s3_root() {
     );
     assert_eq!(stdout(&out).trim(), "[('east', 5000), ('west', 5000)]");
     assert!(host_state.join(".ringscan/io.sock").exists());
+
+    // psql's catalog lists the bucket's tables (the daemon lists them: the host's
+    // local directory is only its state).
+    moto.put(
+        "lake",
+        "r/other/x.parquet",
+        &std::fs::read(local.join("part/region=east/year=2023/p.parquet")).expect("read"),
+    );
+    std::thread::sleep(Duration::from_millis(1100)); // past the listing's TTL
+    let psql = |command: &str| {
+        let out = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
+            .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At", "-F", ","])
+            .args(["-v", "ON_ERROR_STOP=1", "-c", command])
+            .env("PGCONNECT_TIMEOUT", "10")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run psql");
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        stdout(&out)
+    };
+    if Command::new("psql").arg("--version").output().is_ok() {
+        let tables = psql("\\dt");
+        assert_eq!(
+            tables
+                .lines()
+                .map(|l| l.split(',').nth(1).unwrap_or(""))
+                .collect::<Vec<_>>(),
+            ["other", "part"],
+            "{tables}"
+        );
+        let columns = psql("\\d part");
+        for column in [
+            "id,bigint",
+            "amount,double precision",
+            "note,text",
+            "region,",
+            "year,",
+        ] {
+            assert!(columns.contains(column), "{column}: {columns}");
+        }
+    }
 }
 
 /// The object reader against the server: ranges larger than one request are split,
@@ -958,7 +1000,8 @@ fn server_errors_and_slow_answers_are_retried() {
 
 /// A scan that is cancelled (its client killed) while its ranged GETs wait on a slow
 /// store aborts them: the store sees every held request's connection closed within
-/// moments, not answered 8 s later, and the daemon answers the next query.
+/// moments, not answered 8 s later, and the daemon answers the next query. So does a
+/// cold daemon whose held requests are the footers it reads to describe the table.
 #[test]
 fn a_cancelled_scan_aborts_its_requests() {
     use std::sync::atomic::Ordering;
@@ -967,7 +1010,11 @@ fn a_cancelled_scan_aborts_its_requests() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let lake = ProxiedLake::start(python, dir.path());
-    let _daemons = lake.daemons();
+    let mut daemons = lake.daemons();
+    let cold_state = dir.path().join("cold");
+    daemons
+        .roots
+        .push((lake.url.to_owned(), Some(cold_state.clone())));
     let (fault, proxy, url) = (&lake.fault, &lake.proxy, lake.url);
     let (endpoint, state, local_text) = (&lake.endpoint, &lake.state, &lake.local_text);
     // No predicate: no page index to read, only the column chunks once the footers
@@ -984,48 +1031,55 @@ fn a_cancelled_scan_aborts_its_requests() {
     );
     assert!(warm.status.success(), "{}", stderr(&warm));
 
-    *fault.lock().unwrap() = Fault::SlowRanges { delay_ms: 8000 };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
-        .args(args)
-        .args(["--data", url, "--state"])
-        .arg(state)
-        .env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ALLOW_HTTP", "true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ringscan");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while proxy.counts.held.load(Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "no ranged GET reached the proxy");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(200)); // the scan's other requests
-    let held = proxy.counts.held.load(Ordering::SeqCst);
-    child.kill().expect("kill");
-    let _ = child.wait();
-    let killed = Instant::now();
-    while proxy.counts.held.load(Ordering::SeqCst) > 0 {
-        assert!(
-            killed.elapsed() < Duration::from_secs(4),
-            "requests still held {:?} after the client was killed ({} of {held}, {} abandoned)",
-            killed.elapsed(),
-            proxy.counts.held.load(Ordering::SeqCst),
-            proxy.counts.abandoned.load(Ordering::SeqCst),
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(proxy.counts.forwarded.load(Ordering::SeqCst), 0);
-    assert!(proxy.counts.abandoned.load(Ordering::SeqCst) >= held);
+    // The query on `state` killed while its ranged GETs are held: all of them given up.
+    let killed_while_held = |state: &Path| {
+        *fault.lock().unwrap() = Fault::SlowRanges { delay_ms: 8000 };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
+            .args(args)
+            .args(["--data", url, "--state"])
+            .arg(state)
+            .env("AWS_ENDPOINT_URL", endpoint)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ALLOW_HTTP", "true")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ringscan");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while proxy.counts.held.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "no ranged GET reached the proxy");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(200)); // the scan's other requests
+        let held = proxy.counts.held.load(Ordering::SeqCst);
+        let abandoned = proxy.counts.abandoned.load(Ordering::SeqCst);
+        child.kill().expect("kill");
+        let _ = child.wait();
+        let killed = Instant::now();
+        while proxy.counts.held.load(Ordering::SeqCst) > 0 {
+            assert!(
+                killed.elapsed() < Duration::from_secs(4),
+                "requests still held {:?} after the client was killed ({} of {held})",
+                killed.elapsed(),
+                proxy.counts.held.load(Ordering::SeqCst),
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(proxy.counts.forwarded.load(Ordering::SeqCst), 0);
+        assert!(proxy.counts.abandoned.load(Ordering::SeqCst) - abandoned >= held);
+        *fault.lock().unwrap() = Fault::None;
+    };
+    killed_while_held(state);
+    killed_while_held(&cold_state);
 
-    *fault.lock().unwrap() = Fault::None;
-    let out = ringscan(&args, url, Some(state), endpoint);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out), stdout(&expected));
+    for state in [state, &cold_state] {
+        let out = ringscan(&args, url, Some(state), endpoint);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(stdout(&out), stdout(&expected));
+    }
 }
 
 /// `--cache-dir`: a second host (its own state, a cold daemon) over the same bucket and

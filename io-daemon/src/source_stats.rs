@@ -330,7 +330,7 @@ pub fn resolved_statistics(
     for rel in &resolved.listing.files {
         let path = resolved.listing.root.join(rel);
         let meta = if crate::storage::is_object_url(&path) {
-            crate::scan::open_object(&path, cache)?.1
+            crate::scan::open_object(&path, cache, &|| false)?.1
         } else {
             let file = File::open(&path).map_err(|source| ScanError::Io {
                 file: path.clone(),

@@ -166,15 +166,53 @@ pub fn list(data_dir: &Path, source: &ScanSource) -> Result<Listing, TableError>
     }
 }
 
+/// Most table names [`table_names`] gives.
+pub const MAX_TABLE_NAMES: usize = 10_000;
+
+/// The root's tables by name, sorted: its directories (for an object-storage root, the
+/// prefixes with objects below them), hidden ones (`.x`, `_x`) left out; at most
+/// [`MAX_TABLE_NAMES`]. What `\dt` lists: whether each holds Parquet is found when it
+/// is described.
+pub fn table_names(data_dir: &Path) -> Result<Vec<String>, TableError> {
+    let mut names = if is_object_url(data_dir) {
+        object_listing::table_names(data_dir)?
+    } else {
+        let entries = fs::read_dir(data_dir).map_err(|source| TableError::Io {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+        entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.'))
+            .collect()
+    };
+    names.sort();
+    names.truncate(MAX_TABLE_NAMES);
+    Ok(names)
+}
+
 /// Lists `source` and reads its schema (footers through `cache`).
 pub fn resolve(
     data_dir: &Path,
     source: &ScanSource,
     cache: &MetadataCache,
 ) -> Result<ResolvedTable, TableError> {
+    resolve_until(data_dir, source, cache, &|| false)
+}
+
+/// [`resolve`], giving up on the footers' requests (an object-storage root) once `stop`
+/// says the asker is gone: [`ScanError::Cancelled`].
+pub fn resolve_until(
+    data_dir: &Path,
+    source: &ScanSource,
+    cache: &MetadataCache,
+    stop: &dyn Fn() -> bool,
+) -> Result<ResolvedTable, TableError> {
     let listing = list(data_dir, source)?;
     let partition_types = crate::scan::infer_partition_types(&listing.root, &listing.files);
-    let schema = typed_table_schema(&listing, &partition_types, cache)?;
+    let schema = typed_table_schema(&listing, &partition_types, cache, stop)?;
     Ok(ResolvedTable {
         listing,
         schema,
@@ -232,6 +270,17 @@ impl ResolveCache {
         source: &ScanSource,
         cache: &MetadataCache,
     ) -> Result<ResolvedTable, TableError> {
+        self.resolve_until(data_dir, source, cache, &|| false)
+    }
+
+    /// [`resolve_until`], from the kept listing while it is current.
+    pub fn resolve_until(
+        &self,
+        data_dir: &Path,
+        source: &ScanSource,
+        cache: &MetadataCache,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<ResolvedTable, TableError> {
         let key = (data_dir.to_path_buf(), source.clone());
         let kept = self
             .kept
@@ -251,7 +300,7 @@ impl ResolveCache {
         }
         let began = SystemTime::now();
         let listed = Instant::now();
-        let table = resolve(data_dir, source, cache)?;
+        let table = resolve_until(data_dir, source, cache, stop)?;
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let keep = if object {
             !self.object_listing_ttl.is_zero()
@@ -660,9 +709,13 @@ fn with_encryption_check(error: ScanError) -> TableError {
 }
 
 /// The Arrow schema of one file, as the scan's reader maps it.
-fn file_schema(path: &Path, cache: &MetadataCache) -> Result<SchemaRef, TableError> {
+fn file_schema(
+    path: &Path,
+    cache: &MetadataCache,
+    stop: &dyn Fn() -> bool,
+) -> Result<SchemaRef, TableError> {
     if is_object_url(path) {
-        let (_, meta) = crate::scan::open_object(path, cache)?;
+        let (_, meta) = crate::scan::open_object(path, cache, stop)?;
         let derived = cache.derived(&meta, path)?;
         return Ok(Arc::clone(derived.arrow.schema()));
     }
@@ -716,19 +769,20 @@ fn logical(data_type: &DataType) -> &DataType {
 /// every other file must agree.
 pub fn table_schema(listing: &Listing, cache: &MetadataCache) -> Result<SchemaRef, TableError> {
     let types = crate::scan::infer_partition_types(&listing.root, &listing.files);
-    typed_table_schema(listing, &types, cache)
+    typed_table_schema(listing, &types, cache, &|| false)
 }
 
 fn typed_table_schema(
     listing: &Listing,
     partition_types: &PartitionTypes,
     cache: &MetadataCache,
+    stop: &dyn Fn() -> bool,
 ) -> Result<SchemaRef, TableError> {
     let Some(first_rel) = listing.files.first() else {
         return Ok(Arc::new(Schema::empty()));
     };
     let first_path = listing.root.join(first_rel);
-    let first = file_schema(&first_path, cache)?;
+    let first = file_schema(&first_path, cache, stop)?;
     let mut fields: Vec<Field> = first.fields().iter().map(|f| f.as_ref().clone()).collect();
     let partitions: Vec<String> = partition_keys(first_rel)
         .into_iter()
@@ -736,7 +790,7 @@ fn typed_table_schema(
         .collect();
     for other_rel in &listing.files[1..] {
         let other_path = listing.root.join(other_rel);
-        let other = file_schema(&other_path, cache)?;
+        let other = file_schema(&other_path, cache, stop)?;
         let mismatch = |detail: String| TableError::SchemaMismatch {
             first: first_path.clone(),
             other: other_path.clone(),

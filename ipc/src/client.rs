@@ -246,6 +246,14 @@ impl DaemonClient {
         }
     }
 
+    /// The root's table names, sorted (see [`ClientMessage::ListTables`]).
+    pub fn list_tables(&mut self) -> Result<Vec<String>, ClientError> {
+        match self.request(&ClientMessage::ListTables, "listing the tables")? {
+            DaemonMessage::Tables { names } => Ok(names),
+            other => Err(unexpected("listing the tables", &other)),
+        }
+    }
+
     /// Asks the daemon to exit; returns once it acknowledged (it may still be winding
     /// down its scans).
     pub fn stop(mut self) -> Result<(), ClientError> {
@@ -793,6 +801,13 @@ fn write_on(
         }),
         Err(e) => Err(e),
     }
+}
+
+/// Whether the peer of `stream` is still there: no end of stream (nor anything it did
+/// not ask for) waiting on it. Does not block. A daemon busy on a request (fetching
+/// footers from object storage) asks it to give up when its client went away.
+pub fn connection_open(stream: &UnixStream) -> bool {
+    crate::sys::still_open(stream)
 }
 
 fn open(path: &Path) -> Result<UnixStream, ClientError> {

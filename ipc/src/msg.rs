@@ -262,6 +262,10 @@ pub enum ClientMessage {
     },
     /// The daemon's state; answered with [`DaemonMessage::Status`].
     Status,
+    /// The root's table names (what `\dt` lists); answered with
+    /// [`DaemonMessage::Tables`]. For an object-storage root only the daemon can list
+    /// them: the client's local directory is not the data.
+    ListTables,
     /// Ask the daemon to exit: it answers [`DaemonMessage::Stopping`], cancels running
     /// scans and exits.
     Stop,
@@ -382,6 +386,11 @@ pub enum DaemonMessage {
     Statistics(TableStatistics),
     /// Answer to [`ClientMessage::Status`].
     Status(DaemonStatus),
+    /// Answer to [`ClientMessage::ListTables`]: sorted, at most 10,000.
+    Tables {
+        /// The table names.
+        names: Vec<String>,
+    },
     /// Answer to [`ClientMessage::Stop`]: the daemon is exiting.
     Stopping,
     /// A write is durable: [`ClientMessage::Insert`], [`ClientMessage::CreateTable`],

@@ -60,15 +60,9 @@ pub(crate) fn source_of(name: &str) -> ScanSource {
 #[async_trait]
 impl SchemaProvider for DataDirSchema {
     fn table_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.daemon.data_dir())
-            .map(|dir| {
-                dir.filter_map(|e| e.ok())
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .filter(|n| !n.starts_with('.'))
-                    .collect()
-            })
-            .unwrap_or_default();
+        // The daemon's listing (an object-storage root's tables are not in the local
+        // directory); a daemon that cannot list leaves the views only.
+        let mut names = self.daemon.table_names().unwrap_or_default();
         names.extend(self.views().keys().cloned());
         names.sort();
         names.dedup();
@@ -104,9 +98,13 @@ impl SchemaProvider for DataDirSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.views().contains_key(name)
-            || (!name.starts_with('.')
-                && !name.contains(['/', '\\'])
-                && self.daemon.data_dir().join(name).is_dir())
+        if self.views().contains_key(name) || name.starts_with('.') || name.contains(['/', '\\']) {
+            return self.views().contains_key(name);
+        }
+        self.daemon.data_dir().join(name).is_dir()
+            || self
+                .daemon
+                .table_names()
+                .is_ok_and(|names| names.iter().any(|n| n == name))
     }
 }

@@ -85,6 +85,12 @@ impl Daemon {
         &self.data_dir
     }
 
+    /// The root's table names, as the daemon lists them (for an object-storage root
+    /// the data is not in `data_dir`).
+    pub(crate) fn table_names(&self) -> Result<Vec<String>, ClientError> {
+        self.client().list_tables()
+    }
+
     fn client(&self) -> std::sync::MutexGuard<'_, DaemonClient> {
         self.client.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -245,13 +245,19 @@ impl MetadataCache {
         &self,
         path: &Path,
         source: &Arc<ObjectSource>,
+        stop: &dyn Fn() -> bool,
     ) -> Result<Arc<ParquetMetaData>, ScanError> {
         let version = Version::Object(source.version().clone());
         self.load(path, version, || {
             let tail =
-                FooterTail::fetch(Arc::clone(source) as _).map_err(|source| ScanError::Io {
-                    file: path.to_path_buf(),
-                    source,
+                FooterTail::fetch(Arc::clone(source) as _, stop).map_err(|source| match source
+                    .kind()
+                {
+                    std::io::ErrorKind::Interrupted => ScanError::Cancelled,
+                    _ => ScanError::Io {
+                        file: path.to_path_buf(),
+                        source,
+                    },
                 })?;
             if tail.bytes.ends_with(b"PARE") {
                 return Err(ScanError::Unsupported {
@@ -299,6 +305,10 @@ impl MetadataCache {
     /// [`get_or_load`](Self::get_or_load) for `path`), added to `into`: from the cache,
     /// or read from `source` (just their byte ranges) and decoded, then cached with the
     /// footer while it is cached and the budget allows. `load` counts what was read.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the file, its source and footer, what to load, where, counters and when to give up"
+    )]
     pub(crate) fn page_indexes(
         &self,
         path: &Path,
@@ -307,6 +317,7 @@ impl MetadataCache {
         wanted: &[IndexKey],
         into: &mut SparsePageIndex,
         load: &mut IndexLoad,
+        stop: &dyn Fn() -> bool,
     ) -> Result<(), ScanError> {
         let mut missing = Vec::new();
         {
@@ -329,7 +340,7 @@ impl MetadataCache {
         if missing.is_empty() {
             return Ok(());
         }
-        let loaded = page_index::load(path, source, meta, &missing, load)?;
+        let loaded = page_index::load(path, source, meta, &missing, load, stop)?;
         for (key, ix) in &loaded {
             into.insert(*key, ix);
         }
@@ -462,10 +473,14 @@ struct FooterTail {
 }
 
 impl FooterTail {
-    fn fetch(source: Arc<dyn ByteRangeSource>) -> std::io::Result<Self> {
+    /// The tail, read until `stop` says the reader is gone (then `Interrupted`).
+    fn fetch(source: Arc<dyn ByteRangeSource>, stop: &dyn Fn() -> bool) -> std::io::Result<Self> {
         let len = source.len();
         let start = len.saturating_sub(FOOTER_HINT_BYTES);
-        let bytes = source.read_range(start..len)?;
+        let bytes = source
+            .read_ranges_until(std::slice::from_ref(&(start..len)), stop)?
+            .pop()
+            .unwrap_or_default();
         Ok(Self {
             source,
             start,

@@ -252,6 +252,7 @@ pub(crate) fn load(
     meta: &ParquetMetaData,
     wanted: &[IndexKey],
     load: &mut IndexLoad,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Vec<(IndexKey, LoadedIndex)>, ScanError> {
     let invalid = |(g, c, kind): IndexKey, reason: String| ScanError::Invalid {
         file: path.to_path_buf(),
@@ -308,18 +309,22 @@ pub(crate) fn load(
         to_read.iter().map(|(_, r)| r.clone()).collect(),
         source.coalesce_gap(),
     );
-    // All at once: an object store sends the requests concurrently.
+    // All at once: an object store sends the requests concurrently, and gives up on
+    // them once `stop` says so.
     let start = Instant::now();
-    let parts = source.read_ranges(&merged).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
-            file: path.to_path_buf(),
-            reason: e.to_string(),
-        },
-        _ => ScanError::Io {
-            file: path.to_path_buf(),
-            source: e,
-        },
-    })?;
+    let parts = source
+        .read_ranges_until(&merged, stop)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::Interrupted => ScanError::Cancelled,
+            std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
+                file: path.to_path_buf(),
+                reason: e.to_string(),
+            },
+            _ => ScanError::Io {
+                file: path.to_path_buf(),
+                source: e,
+            },
+        })?;
     load.bytes_read += parts.iter().map(|b| b.len() as u64).sum::<u64>();
     load.io_us += u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
     let buffers: Vec<(u64, Bytes)> = merged.iter().map(|r| r.start).zip(parts).collect();

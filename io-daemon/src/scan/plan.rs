@@ -139,7 +139,8 @@ fn plan_inner(
     }
 
     let (source, footer) = if is_object_url(path) {
-        let (object, footer) = open_object(path, cache)?;
+        let stop = || spec.cancel.is_some_and(|c| c.cancelled());
+        let (object, footer) = open_object(path, cache, &stop)?;
         (object as Arc<dyn ByteRangeSource>, footer)
     } else {
         open_local(path, spec.io, cache)?
@@ -289,6 +290,7 @@ fn access_plan(
     let meta = &**footer;
     let num_row_groups = meta.num_row_groups();
     summary.row_groups_considered += num_row_groups as u64;
+    let stop = || spec.cancel.is_some_and(|c| c.cancelled());
     let mut plan = AccessPlan::default();
     let Some(pred) = spec.predicate else {
         plan.row_groups = (0..num_row_groups)
@@ -345,6 +347,7 @@ fn access_plan(
         &wanted,
         &mut plan.page_index,
         &mut index_load,
+        &stop,
     )?;
     pruner.set_page_index(Arc::new(plan.page_index.clone()));
     for g in by_bloom.kept {
@@ -388,6 +391,7 @@ fn access_plan(
         &wanted,
         &mut plan.page_index,
         &mut index_load,
+        &stop,
     )?;
     summary.bytes_read += index_load.bytes_read;
     summary.timings.io_us += index_load.io_us;
@@ -509,10 +513,12 @@ fn open_local(
     Ok((source, footer))
 }
 
-/// The object at `path` (an `s3://` URL) at its listed version, and its footer.
+/// The object at `path` (an `s3://` URL) at its listed version, and its footer (its
+/// fetch given up once `stop` says so: [`ScanError::Cancelled`]).
 pub(crate) fn open_object(
     path: &Path,
     cache: &MetadataCache,
+    stop: &dyn Fn() -> bool,
 ) -> Result<(Arc<ObjectSource>, Arc<ParquetMetaData>), ScanError> {
     let io = |e: StorageError| ScanError::Io {
         file: path.to_path_buf(),
@@ -524,7 +530,7 @@ pub(crate) fn open_object(
             .and_then(|root| root.open(url))
             .map_err(io)?,
     );
-    let footer = cache.get_or_load_object(path, &object)?;
+    let footer = cache.get_or_load_object(path, &object, stop)?;
     Ok((object, footer))
 }
 

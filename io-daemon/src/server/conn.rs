@@ -52,7 +52,14 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
         let answer = match message {
             ClientMessage::Ping => DaemonMessage::Pong,
             ClientMessage::Status => DaemonMessage::Status(report::status(shared)),
-            ClientMessage::Describe { source } => match describe(shared, &source) {
+            ClientMessage::ListTables => match crate::table::table_names(&shared.data_dir) {
+                Ok(names) => DaemonMessage::Tables { names },
+                Err(e) => {
+                    reply_error(&mut stream, chain(&e));
+                    continue;
+                }
+            },
+            ClientMessage::Describe { source } => match describe(shared, &source, &stream) {
                 Ok(info) => DaemonMessage::Table(info),
                 Err(message) => {
                     shared
@@ -89,7 +96,9 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
                 return;
             }
             ClientMessage::Insert { table, bytes } => {
-                let mut payload = Vec::new();
+                // Sized once (`bytes` is bounded by validate): a large COPY's stream is
+                // not copied again at each doubling.
+                let mut payload = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
                 let read = (&mut stream).take(bytes).read_to_end(&mut payload);
                 if read.is_err() || payload.len() as u64 != bytes {
                     // Cut off (the client went away mid-statement): nothing of it is
@@ -248,7 +257,12 @@ fn written(shared: &Shared, source: &ScanSource) -> Option<crate::ingest::store:
     }
 }
 
-fn describe(shared: &Shared, source: &ScanSource) -> Result<TableInfo, String> {
+/// What `source` is; its footers' requests given up if the client goes away meanwhile.
+fn describe(
+    shared: &Shared,
+    source: &ScanSource,
+    client: &UnixStream,
+) -> Result<TableInfo, String> {
     if let Some(snapshot) = written(shared, source) {
         let schema_ipc = encode_schema(&snapshot.table.schema).map_err(|e| chain(&e))?;
         return Ok(TableInfo {
@@ -258,9 +272,10 @@ fn describe(shared: &Shared, source: &ScanSource) -> Result<TableInfo, String> {
         });
     }
     let resolved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let gone = || !ringscan_ipc::client::connection_open(client);
         shared
             .resolved
-            .resolve(&shared.data_dir, source, &shared.cache)
+            .resolve_until(&shared.data_dir, source, &shared.cache, &gone)
     }))
     .map_err(|_| "internal error: describing the table panicked".to_owned())?
     .map_err(|e| chain(&e))?;

@@ -223,6 +223,19 @@ fn list_files(
     })
 }
 
+/// The table names of the root `data_url`: the prefixes directly below it, hidden
+/// ones left out (one delimited LIST request).
+pub(super) fn table_names(data_url: &Path) -> Result<Vec<String>, TableError> {
+    let url = data_url.to_string_lossy().into_owned();
+    let io = |e: StorageError| TableError::Io {
+        path: data_url.to_path_buf(),
+        source: e.into_io(),
+    };
+    let root = object_root(&url).map_err(io)?;
+    let names = root.child_prefixes(&url).map_err(io)?;
+    Ok(names.into_iter().filter(|n| !is_hidden_entry(n)).collect())
+}
+
 /// The existing table name closest to `name` (as the local rule: edit distance at most
 /// half its length); `None` when the root cannot be listed.
 fn nearest_table(root: &ObjectRoot, data_url: &Path, name: &str) -> Option<String> {
