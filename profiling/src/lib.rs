@@ -7,11 +7,15 @@
 //!   switches, CPU migrations (software) — and reads them cheaply around any stage
 //!   ([`Counters::start`] / [`CounterSpan::stop`]). Multiplexed counters are scaled by
 //!   `time_enabled / time_running`, both kept in the [`CounterSample`].
+//! - [`Counters::pooled`] keeps each thread's counters open between runs: a run pays two
+//!   reads, not the opens and closes ([`PooledCounters`]; see `benches/counters.rs`).
+//!   [`CounterSample::sum`] totals the samples of several intervals (a query's scans).
 //! - Nothing fails for want of a PMU: on a virtual machine without one (or under a strict
 //!   `perf_event_paranoid`) each hardware counter is marked unavailable with the reason in
 //!   words, once, and the software counters are still real.
 //! - [`RunRecorder`] wraps a whole process run; [`RunRecorder::finish`] gives a
-//!   [`RunRecord`] (wall, CPU, peak RSS, counters, the command's own figures) that
+//!   [`RunRecord`] (wall, CPU, peak RSS, counters, the command's own figures, and
+//!   other processes' counters joined in as stages: a query's daemon scans) that
 //!   [`append_record`] writes as one JSON line to `<data>/.ringscan/runs.jsonl`
 //!   ([`runs_path`]) with a single `O_APPEND` write, so concurrent processes never
 //!   interleave lines. [`read_records`] reads them back; [`format_table`] and
@@ -37,6 +41,7 @@
 
 mod counters;
 mod error;
+mod pool;
 mod record;
 mod report;
 mod store;
@@ -44,10 +49,14 @@ mod store;
 mod sys;
 mod time;
 
-pub use counters::{CounterKind, CounterSample, CounterScope, CounterSpan, CounterValue, Counters};
+pub use counters::{
+    CounterKind, CounterSample, CounterScope, CounterSnapshot, CounterSpan, CounterValue, Counters,
+};
 pub use error::ProfilingError;
+pub use pool::PooledCounters;
 pub use record::{
-    summary_of, thousands, HostInfo, RunRecord, RunRecorder, StageRecord, RECORD_SCHEMA,
+    summary_of, thousands, HostInfo, RunRecord, RunRecorder, StageRecord, DAEMON_SCANS_STAGE,
+    RECORD_SCHEMA,
 };
 pub use report::{find_run, format_comparison, format_table, RunLookupError};
 pub use store::{

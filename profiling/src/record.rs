@@ -6,7 +6,8 @@ use std::time::{Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::counters::{CounterKind, CounterSample, CounterScope, Counters};
+use crate::counters::{CounterKind, CounterSample, CounterScope, CounterSnapshot, Counters};
+use crate::pool::PooledCounters;
 use crate::sys;
 use crate::time::{compact_utc, rfc3339_utc};
 
@@ -57,8 +58,12 @@ impl HostInfo {
 /// scan for it), joined into the run's record.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StageRecord {
-    /// Which stage: "executor", "daemon-scan", ...
+    /// Which stage: "executor", "daemon-scans", ...
     pub name: String,
+    /// The process whose counters these are, when not the record's own ("io-daemon"):
+    /// the record's top-level `counters` are always its own process's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
     /// Wall time of the stage.
     #[serde(default)]
     pub wall_ns: u64,
@@ -108,10 +113,12 @@ pub struct RunRecord {
     /// Peak resident set size of the process.
     #[serde(default)]
     pub peak_rss_bytes: u64,
-    /// Whole-process counters over the run.
+    /// Whole-process counters over the run: this process's (`pid`), the executor's
+    /// for a query.
     #[serde(default)]
     pub counters: CounterSample,
-    /// Per-stage counters (e.g. executor and daemon scan of one query).
+    /// Per-stage counters, this process's or another's (a query's daemon scans, summed:
+    /// the stage named [`DAEMON_SCANS_STAGE`], process "io-daemon").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageRecord>,
     /// The command's own figures: rows, bytes, pruning counts, ...
@@ -119,7 +126,16 @@ pub struct RunRecord {
     pub figures: Map<String, Value>,
 }
 
+/// The stage of a query's record that holds the IO daemon's counters over the query's
+/// scans (summed over every scan of every run of the query in the process).
+pub const DAEMON_SCANS_STAGE: &str = "daemon-scans";
+
 impl RunRecord {
+    /// The IO daemon's counters joined into this record ([`DAEMON_SCANS_STAGE`]).
+    pub fn daemon_stage(&self) -> Option<&StageRecord> {
+        self.stages.iter().find(|s| s.name == DAEMON_SCANS_STAGE)
+    }
+
     /// Wall time in seconds.
     pub fn wall_s(&self) -> f64 {
         self.wall_ns as f64 / 1e9
@@ -290,7 +306,10 @@ pub struct RunRecorder {
     started: SystemTime,
     started_at: Instant,
     usage_at_start: sys::ProcessUsage,
-    counters: Counters,
+    /// The thread's kept process-scope counters: a second run on this thread (a
+    /// benchmark's, a test's) reuses them rather than opening and closing its own.
+    counters: PooledCounters,
+    counters_at_start: CounterSnapshot,
     stages: Vec<StageRecord>,
 }
 
@@ -303,6 +322,8 @@ impl RunRecorder {
         let started = SystemTime::now();
         let started_at = Instant::now();
         let usage_at_start = sys::process_usage();
+        let mut counters = Counters::pooled(CounterScope::Process);
+        let counters_at_start = counters.snapshot();
         // Relaxed: only uniqueness matters, no other memory is published through it.
         let n = RECORDERS_STARTED.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
@@ -320,7 +341,8 @@ impl RunRecorder {
             started,
             started_at,
             usage_at_start,
-            counters: Counters::open(CounterScope::Process),
+            counters,
+            counters_at_start,
             stages: Vec::new(),
         }
     }
@@ -345,14 +367,14 @@ impl RunRecorder {
         self.stages.push(stage);
     }
 
-    /// The process counters so far (for progress lines).
+    /// The process counters of this run so far (for progress lines).
     pub fn counters_now(&mut self) -> CounterSample {
-        self.counters.read()
+        self.counters.since(&self.counters_at_start)
     }
 
     /// Stops counting and builds the record: wall, CPU, peak RSS, counters, `figures`.
     pub fn finish(mut self, figures: Map<String, Value>) -> RunRecord {
-        let counters = self.counters.read();
+        let counters = self.counters.since(&self.counters_at_start);
         let wall_ns = u64::try_from(self.started_at.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let usage = sys::process_usage();
         let ns = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);

@@ -87,12 +87,13 @@ pub fn format_table(records: &[RunRecord]) -> String {
         "COMMAND",
         "WALL",
         "CPU",
+        "DAEMON CPU",
         "IPC",
         "CACHE-MISS",
         "BRANCH-MISS",
         "ROWS/S",
     ];
-    let rows: Vec<[String; 9]> = records
+    let rows: Vec<[String; 10]> = records
         .iter()
         .map(|r| {
             let command = if r.args.is_empty() {
@@ -106,6 +107,7 @@ pub fn format_table(records: &[RunRecord]) -> String {
                 truncate(&command, 40),
                 seconds(r.wall_s()),
                 seconds(r.cpu_s()),
+                daemon_cpu(r),
                 opt(r.counters.ipc(), |x| format!("{x:.2}")),
                 opt(r.counters.cache_miss_rate(), |x| {
                     format!("{:.1}%", x * 100.0)
@@ -141,6 +143,12 @@ pub fn format_table(records: &[RunRecord]) -> String {
     for row in &rows {
         line(row);
     }
+    if records.iter().any(|r| r.daemon_stage().is_some()) {
+        out.push_str(
+            "CPU: the recording process's (a query's executor); DAEMON CPU: task clock of \
+             the IO daemon's scans for the query\n",
+        );
+    }
     // Said once, under the table, rather than on every row.
     let reasons: Vec<&str> = {
         let mut v: Vec<&str> = records
@@ -155,6 +163,20 @@ pub fn format_table(records: &[RunRecord]) -> String {
         let _ = writeln!(out, "n/a: hardware counters unavailable: {why}");
     }
     out
+}
+
+/// The task clock of the IO daemon's scans joined into a query's record; "-" for a
+/// record without them (not a query, or written before they were joined).
+fn daemon_cpu(r: &RunRecord) -> String {
+    match r.daemon_stage() {
+        None => "-".to_owned(),
+        Some(d) => opt(
+            d.counters
+                .value(CounterKind::TaskClock)
+                .map(|ns| ns as f64 / 1e9),
+            seconds,
+        ),
+    }
 }
 
 /// Every figure of a record, by name, for comparison.
@@ -179,6 +201,20 @@ fn figures_of(r: &RunRecord) -> Vec<(String, Option<f64>)> {
     }
     for (name, value) in &r.figures {
         v.push((format!("figure: {name}"), value.as_f64()));
+    }
+    // Another process's counters joined into the record (a query's daemon scans),
+    // labelled with the process.
+    for stage in r.stages.iter().filter(|s| s.process.is_some()) {
+        let process = stage.process.as_deref().unwrap_or_default();
+        for kind in CounterKind::ALL {
+            v.push((
+                format!("{process}: {}", kind.name()),
+                stage.counters.value(kind).map(|x| x as f64),
+            ));
+        }
+        for (name, value) in &stage.figures {
+            v.push((format!("{process}: {name}"), value.as_f64()));
+        }
     }
     v
 }
