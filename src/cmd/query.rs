@@ -15,6 +15,7 @@ use ringscan_executor::engine::{split_statements, EngineOptions, SqlSession};
 use ringscan_executor::format::{write_csv, write_json, write_table};
 use ringscan_executor::{QueryOutcome, QueryResult};
 use ringscan_ipc::msg::ScanSummary;
+use ringscan_profiling::{CounterSample, StageRecord, DAEMON_SCANS_STAGE};
 use serde_json::{json, Map, Value};
 
 use super::common::{
@@ -148,7 +149,8 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     let root = DataRoot::new(args.data.as_deref(), args.state.as_deref())?
         .with_range_cache(&args.range_cache)?;
     let data = root.local.clone();
-    let recorder = start_recording("query", std::env::args().skip(2).collect());
+    let mut recorder = start_recording("query", std::env::args().skip(2).collect());
+    let mut daemon = DaemonCounters::default();
     let ring_capacity_bytes = args.ring_mib as usize * (1 << 20);
     let mut options = EngineOptions {
         ring_capacity_bytes,
@@ -167,20 +169,21 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     };
     let mut session = open_root_session(&root, &options)?;
     for statement in setup {
-        drop(session.query(statement, false)?);
+        daemon.add(&session.query(statement, false)?);
     }
     if args.explain {
         println!("{}", session.explain(sql)?);
         return Ok(std::process::ExitCode::SUCCESS);
     }
     for _ in 0..args.warmup {
-        drop(session.query(sql, !args.no_cache)?);
+        daemon.add(&session.query(sql, !args.no_cache)?);
     }
     let mut latencies_us = Vec::with_capacity(args.repeat as usize);
     let mut first: Option<QueryOutcome> = None;
     let mut last: Option<QueryOutcome> = None;
     for _ in 0..args.repeat {
         let outcome = session.query(sql, !args.no_cache)?;
+        daemon.add(&outcome);
         latencies_us.push(outcome.total_us);
         if first.is_none() {
             let mut outcome = outcome;
@@ -216,6 +219,7 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
     if args.stats {
         print_stats(&first, last.as_ref(), &scan, latency, args.repeat);
     }
+    recorder.add_stage(daemon.stage());
     let record = finish_recording(recorder, figures, &runs_file, record_quiet);
     if let Some(path) = &args.stats_json {
         let stats = json!({
@@ -247,6 +251,52 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
         write_stats_json(path, stats)?;
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The IO daemon's counters over every scan this process asked of it, for the run's
+/// record: the executor's counters cover the whole process run (setup statements and
+/// warm-up runs included), so the daemon's cover the same queries.
+#[derive(Debug, Default)]
+struct DaemonCounters {
+    samples: Vec<CounterSample>,
+    scans: u64,
+    queries: u64,
+    wall_us: u64,
+}
+
+impl DaemonCounters {
+    fn add(&mut self, outcome: &QueryOutcome) {
+        self.queries += 1;
+        let Some(scan) = &outcome.scan else {
+            return; // A result-cache hit, or no table read: the daemon did nothing.
+        };
+        let sample = scan
+            .counters
+            .get("scan")
+            .and_then(|v| serde_json::from_value::<CounterSample>(v.clone()).ok());
+        if let Some(sample) = sample {
+            self.samples.push(sample);
+            self.scans += scan
+                .counters
+                .get("scans_counted")
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            self.wall_us += scan.timings.total_us;
+        }
+    }
+
+    fn stage(&self) -> StageRecord {
+        let mut figures = Map::new();
+        figures.insert("scans".into(), json!(self.scans));
+        figures.insert("queries".into(), json!(self.queries));
+        StageRecord {
+            name: DAEMON_SCANS_STAGE.to_owned(),
+            process: Some("io-daemon".to_owned()),
+            wall_ns: self.wall_us.saturating_mul(1000),
+            counters: CounterSample::sum(&self.samples),
+            figures,
+        }
+    }
 }
 
 fn write_stats_json(path: &Path, stats: Value) -> anyhow::Result<()> {

@@ -1375,7 +1375,40 @@ fn combined_summary(scans: &[ScanSummary]) -> ScanSummary {
     for s in rest {
         total.absorb(s);
     }
+    total.counters = combined_counters(scans);
     total
+}
+
+/// The daemon's counters over several scans: each scan's `scan` sample (perf events
+/// of the daemon thread that ran it, and its workers) summed into one, with
+/// `scans_counted` saying how many samples went in; the ring waits summed; the cache
+/// figures (running totals of the daemon, not per scan) are the last scan's.
+fn combined_counters(scans: &[ScanSummary]) -> serde_json::Value {
+    use serde_json::Value;
+    let Some(last) = scans.last() else {
+        return Value::Null;
+    };
+    let Value::Object(mut out) = last.counters.clone() else {
+        return last.counters.clone();
+    };
+    let samples: Vec<ringscan_profiling::CounterSample> = scans
+        .iter()
+        .filter_map(|s| s.counters.get("scan"))
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect();
+    if !samples.is_empty() {
+        let sum = ringscan_profiling::CounterSample::sum(&samples);
+        if let Ok(v) = serde_json::to_value(sum) {
+            out.insert("scan".into(), v);
+        }
+    }
+    out.insert("scans_counted".into(), Value::from(samples.len()));
+    let waits: u64 = scans
+        .iter()
+        .filter_map(|s| s.counters.get("ring_blocked_waits").and_then(Value::as_u64))
+        .sum();
+    out.insert("ring_blocked_waits".into(), Value::from(waits));
+    Value::Object(out)
 }
 
 /// EXPLAIN's rows (plan type, plan) as text.
