@@ -171,9 +171,11 @@ impl CounterKind {
 /// Which threads a set of counters observes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CounterScope {
-    /// The calling thread and every thread (or child process) it, or they, spawn after
-    /// the counters are opened (`inherit`). Open these at the start of `main`, before
-    /// any thread exists, to count the whole process.
+    /// The calling thread and every thread it, or they, spawn after the counters are
+    /// opened (`inherit`), but not child processes (`inherit_thread`, kernel 5.13;
+    /// older kernels count children too): a query that starts the IO daemon must not
+    /// count the daemon as its own. Open these at the start of `main`, before any
+    /// thread exists, to count the whole process.
     Process,
     /// The calling thread only. Cheaper to read; right for one stage on one thread.
     Thread,
@@ -706,6 +708,7 @@ fn open_one(
     let mut group_read =
         leader.is_none() && scope == CounterScope::Thread && kind.group(scope).is_some();
     let mut user_only = false;
+    let mut threads_only = scope == CounterScope::Process;
     let mut builder = kind.builder();
     builder
         .inherit(scope == CounterScope::Process)
@@ -718,7 +721,10 @@ fn open_one(
         } else {
             times
         };
-        builder.read_format(format).exclude_kernel(user_only);
+        builder
+            .read_format(format)
+            .exclude_kernel(user_only)
+            .inherit_thread(threads_only);
         let built = match &mut leader {
             Some(l) => builder.build_with_group(&mut **l),
             None => builder.build(),
@@ -739,7 +745,11 @@ fn open_one(
             {
                 user_only = true;
             }
-            // A kernel that refuses group reads (with `inherit`): each event alone.
+            // A kernel before 5.13 knows no `inherit_thread`: child processes count too.
+            Err(e) if threads_only && e.raw_os_error() == Some(libc::EINVAL) => {
+                threads_only = false;
+            }
+            // A kernel that refuses the group read format: each event alone.
             Err(e) if group_read && e.raw_os_error() == Some(libc::EINVAL) => {
                 group_read = false;
             }
@@ -872,6 +882,37 @@ mod tests {
         // The spawned thread ran ~tens of ms; the main thread mostly waited.
         let ns = d.value(CounterKind::TaskClock).expect("task clock");
         assert!(ns > 2_000_000, "task clock {ns} ns misses the child thread");
+    }
+
+    /// Process scope counts the threads a process spawns, not the processes: a query
+    /// that starts the IO daemon would otherwise count the daemon's work as its own,
+    /// and again in the daemon's stage of its record. The reference is the same event
+    /// inherited by child processes too, around the same child.
+    #[test]
+    fn process_scope_leaves_child_processes_out() {
+        let mut reference = {
+            let mut b = CounterKind::TaskClock.builder();
+            b.inherit(true).exclude_hv(true).enabled(true);
+            b.build().expect("task clock opens")
+        };
+        let mut counters = Counters::open(CounterScope::Process);
+        let start = counters.snapshot();
+        let reference_start = reference.read().expect("read");
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"])
+            .status()
+            .expect("sh runs");
+        assert!(status.success());
+        let child_ns = reference.read().expect("read") - reference_start;
+        let ns = counters
+            .since(&start)
+            .value(CounterKind::TaskClock)
+            .expect("task clock");
+        assert!(child_ns > 20_000_000, "the child ran {child_ns} ns");
+        assert!(
+            ns < child_ns / 4,
+            "{ns} ns counted of the child's {child_ns} ns"
+        );
     }
 
     /// Regression (issue 21): with page faults grouped under task clock, a run record
