@@ -189,6 +189,39 @@ def throughput(args, env, work, port, keys):
     print(f"  +{args.latency_ms} ms / +0 ms: {slow / fast:.2f}x (target <= 1.5x)")
 
 
+def range_cache(args, env, work):
+    """--cache-dir: each query cold (its daemon stopped first) three ways, interleaved:
+    without a cache dir, with an empty one (filled by the run), and with the one that run
+    filled (a restarted daemon or a second host): requests, bytes fetched, query time."""
+    modes = ["none", "empty", "warm"]
+    figures = {(name, mode): [] for name, _ in QUERIES for mode in modes}
+    state = os.path.join(work, "state-cache")
+    root = ["--data", "s3://bench/root", "--state", state]
+    try:
+        for rep in range(args.repeat):
+            for name, sql in QUERIES:
+                cache = os.path.join(work, f"ranges-{rep}-{name.replace(' ', '-')}")
+                for mode in modes:
+                    extra = [] if mode == "none" else ["--cache-dir", cache]
+                    stats, wall = query(args.ringscan, sql, root + extra, env, work)
+                    scan = stats["scan"]
+                    figures[(name, mode)].append((scan["store_requests"], scan["store_bytes_fetched"],
+                                                  stats["latency_us"]["p50"] / 1000, wall * 1000))
+    finally:
+        subprocess.run([args.ringscan, "daemon", "stop", *root], env=env,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    med = statistics.median
+    print(f"ohlcv, {args.rows} rows, {args.ringscan}; medians of {args.repeat} interleaved cold runs "
+          "(daemon stopped before each)")
+    print(f"{'query':<12} {'cache dir':<9} {'requests':>8} {'fetched':>12} {'query ms':>9} {'command ms':>10}")
+    for name, _ in QUERIES:
+        for mode in modes:
+            runs = figures[(name, mode)]
+            print(f"{name:<12} {mode:<9} {med([r for r, _, _, _ in runs]):>8.0f} "
+                  f"{med([b for _, b, _, _ in runs]):>12,.0f} {med([q for _, _, q, _ in runs]):>9.0f} "
+                  f"{med([w for _, _, _, w in runs]):>10.0f}")
+
+
 def main():
     target = os.environ["RINGSCAN_TARGET"]
     parser = argparse.ArgumentParser()
@@ -199,6 +232,8 @@ def main():
     parser.add_argument("--ringscan", default=default)
     parser.add_argument("--throughput", action="store_true",
                         help="targets (a) and (b) instead of bytes fetched per query")
+    parser.add_argument("--range-cache", action="store_true",
+                        help="cold queries without, with an empty and with a warm --cache-dir")
     parser.add_argument("--s3-get", default=os.path.join(target, "release", "examples", "s3_get"))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-ms", type=int, default=20)
@@ -242,6 +277,8 @@ def main():
                 s3.upload_file(p, "bench", keys[-1])
         if args.throughput:
             throughput(args, env, work, port, keys)
+        elif args.range_cache:
+            range_cache(args, env, work)
         else:
             bytes_fetched(args, env, work, data)
     finally:
