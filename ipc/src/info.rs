@@ -172,7 +172,12 @@ pub fn encode_schema(schema: &Schema) -> Result<Vec<u8>, ArrowError> {
 
 /// `batches` of `schema` as an Arrow IPC stream (what an insert carries).
 pub fn encode_ipc_stream(schema: &Schema, batches: &[RecordBatch]) -> Result<Vec<u8>, ArrowError> {
-    let mut writer = StreamWriter::try_new(Vec::new(), schema)?;
+    // Sized once, a little above the arrays' own bytes: a large COPY's stream (tens of
+    // MiB) grown by doubling copied itself and faulted in twice the memory it needed
+    // (room never written costs no page).
+    let arrays: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+    let room = arrays + arrays / 8 + batches.len() * 1024 + 4096;
+    let mut writer = StreamWriter::try_new(Vec::with_capacity(room), schema)?;
     for batch in batches {
         writer.write(batch)?;
     }
@@ -195,8 +200,13 @@ pub fn decode_schema(bytes: &[u8]) -> Result<Schema, ArrowError> {
 /// with `unwrap`s (an unknown type id panics), so a panic while decoding is an error
 /// here, as in the ring's codec.
 pub fn read_ipc_stream(bytes: &[u8]) -> Result<(Schema, Vec<RecordBatch>), ArrowError> {
+    read_ipc_buffer(Buffer::from(bytes))
+}
+
+/// [`read_ipc_stream`] of bytes already in a [`Buffer`]: the batches' arrays are slices
+/// of it where their bytes are aligned (no copy), copied where they are not.
+pub fn read_ipc_buffer(mut buffer: Buffer) -> Result<(Schema, Vec<RecordBatch>), ArrowError> {
     let mut decoder = StreamDecoder::new();
-    let mut buffer = Buffer::from(bytes);
     let mut batches = Vec::new();
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         while let Some(batch) = decoder.decode(&mut buffer)? {

@@ -31,7 +31,7 @@ pub use crate::scan_data::{CmpOp, Literal, Operand, Predicate, ScanSummary, Scan
 pub use crate::PROTOCOL_VERSION;
 
 pub use crate::info::{
-    decode_schema, encode_ipc_stream, encode_schema, read_ipc_stream, CacheStatus,
+    decode_schema, encode_ipc_stream, encode_schema, read_ipc_buffer, read_ipc_stream, CacheStatus,
     ColumnCacheStatus, DaemonStatus, FileVersion, IngestStatus, MemoryStatus, TableInfo,
 };
 

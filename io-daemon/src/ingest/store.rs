@@ -19,6 +19,7 @@
 //! no disk space), under the same lock the change takes; a table's version names that
 //! file too.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGua
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_buffer::Buffer;
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -198,13 +200,24 @@ pub struct Commit {
     batches: Vec<RecordBatch>,
     /// Their primary keys, encoded, with (batch, row) to name one in an error.
     keys: Vec<KeyAt>,
-    payload: Vec<u8>,
+    /// Its log record (the rows' arrays may be slices of it).
+    payload: Buffer,
     /// The id its first row gets (set when its keys are checked).
     first_id: u64,
     /// The table's truncate count then.
     truncates: u64,
     /// The table's file generation its keys were checked against.
     file_gen: u64,
+}
+
+/// A record's bytes for the log, shared with the rows' arrays.
+#[derive(Debug)]
+struct LogBytes(Buffer);
+
+impl AsRef<[u8]> for LogBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
+    }
 }
 
 /// The log's committer: keys checked in log order, rows applied after the sync.
@@ -483,6 +496,34 @@ impl Ingest {
         payload: &[u8],
     ) -> Result<Commit, String> {
         let table = self.table(name).ok_or_else(|| self.no_table(name))?;
+        let mut record = Vec::with_capacity(payload.len() + name.len() + 16);
+        Record::encode_head(&mut record, table.id, name);
+        record.extend_from_slice(payload);
+        Self::prepare_rows(table, batches, Buffer::from_vec(record))
+    }
+
+    /// [`Self::prepare`] of an insert read off the socket into `record`: its rows are
+    /// decoded where they lie, and the memtable and the log share their bytes (a large
+    /// COPY's rows are not copied again).
+    pub fn prepare_insert(&self, name: &str, record: InsertRecord) -> Result<Commit, String> {
+        let table = self.table(name).ok_or_else(|| self.no_table(name))?;
+        let InsertRecord {
+            mut buf,
+            start,
+            stream,
+        } = record;
+        buf[start..start + 8].copy_from_slice(&table.id.to_le_bytes());
+        let buf = Buffer::from_vec(buf);
+        let (_, batches) = ringscan_ipc::msg::read_ipc_buffer(buf.slice(stream))
+            .map_err(|e| format!("insert into {name}: the rows do not decode: {e}"))?;
+        Self::prepare_rows(table, batches, buf.slice(start))
+    }
+
+    fn prepare_rows(
+        table: Arc<Table>,
+        batches: Vec<RecordBatch>,
+        record: Buffer,
+    ) -> Result<Commit, String> {
         let batches = table.conform(batches)?;
         let keys = table.keys_of(&batches)?;
         // Against the files here, on the statement's thread (a read, where the filters
@@ -491,9 +532,6 @@ impl Ingest {
         if let Some(i) = table.first_in(&files, &keys)? {
             return Err(table.duplicate(&batches, keys[i].1));
         }
-        let mut record = Vec::with_capacity(payload.len() + name.len() + 16);
-        Record::encode_head(&mut record, table.id, name);
-        record.extend_from_slice(payload);
         Ok(Commit {
             table,
             batches,
@@ -1043,7 +1081,7 @@ impl Table {
             return Ok(Vec::new());
         }
         let converter = self.key_converter()?;
-        let mut keys = Vec::new();
+        let mut keys = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
         for (b, batch) in batches.iter().enumerate() {
             let columns: Vec<ArrayRef> = self
                 .key
@@ -1187,8 +1225,9 @@ impl Table {
 
 impl Committer for Writer {
     type Item = Commit;
+    type Payload = LogBytes;
 
-    fn prepare(&mut self, commit: &mut Commit) -> Result<Vec<u8>, String> {
+    fn prepare(&mut self, commit: &mut Commit) -> Result<LogBytes, String> {
         let table = Arc::clone(&commit.table);
         let mut state = lock_write(&table.state);
         if state.dropped {
@@ -1213,20 +1252,32 @@ impl Committer for Writer {
         state.next_id = state.next_id.max(state.mem.next_row());
         let first = state.next_id;
         let starts = row_starts(first, &commit.batches);
-        for (i, (key, (b, r))) in commit.keys.iter().enumerate() {
-            if state.keys.contains_key(key) {
-                for (k, _) in &commit.keys[..i] {
-                    state.keys.remove(k);
+        // The keys move into the map (a large COPY's millions of them are not copied,
+        // and the map grows once); the rare paths that need them again (a duplicate
+        // here, an abandoned commit, a truncate meanwhile) encode them again.
+        let keys = std::mem::take(&mut commit.keys);
+        state.keys.reserve(keys.len());
+        for (i, (key, (b, r))) in keys.into_iter().enumerate() {
+            match state.keys.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(starts[b] + r as u64);
                 }
-                return Err(table.duplicate(&commit.batches, (*b, *r)));
+                Entry::Occupied(_) => {
+                    for (k, _) in table.keys_of(&commit.batches)?.iter().take(i) {
+                        state.keys.remove(k);
+                    }
+                    return Err(table.duplicate(&commit.batches, (b, r)));
+                }
             }
-            state.keys.insert(key.clone(), starts[*b] + *r as u64);
         }
         let rows: u64 = commit.batches.iter().map(|b| b.num_rows() as u64).sum();
         state.next_id = first + rows;
         commit.first_id = first;
         commit.truncates = state.truncates;
-        Ok(std::mem::take(&mut commit.payload))
+        Ok(LogBytes(std::mem::replace(
+            &mut commit.payload,
+            Buffer::from_vec(Vec::<u8>::new()),
+        )))
     }
 
     fn apply(&mut self, lsn: Lsn, commit: Commit) {
@@ -1235,21 +1286,21 @@ impl Committer for Writer {
         if state.dropped {
             return;
         }
+        // A truncate cleared the keys after this commit's were checked (which moved
+        // them into the map): they are encoded again.
+        let keys = if commit.truncates != state.truncates {
+            commit.table.keys_of(&commit.batches).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let Commit {
-            batches,
-            keys,
-            first_id,
-            truncates,
-            ..
+            batches, first_id, ..
         } = commit;
         let starts = row_starts(state.mem.next_row(), &batches);
         let first = state.mem.append(lsn, batches);
         debug_assert_eq!(first, first_id, "rows are appended in the order prepared");
-        if truncates != state.truncates {
-            // A truncate cleared the keys after this commit's were checked.
-            for (key, (b, r)) in keys {
-                state.keys.insert(key, starts[b] + r as u64);
-            }
+        for (key, (b, r)) in keys {
+            state.keys.insert(key, starts[b] + r as u64);
         }
         // Under the table's lock: a describe that stats the version sees this change
         // exactly when it sees these rows.
@@ -1259,7 +1310,10 @@ impl Committer for Writer {
     fn abandon(&mut self, commit: Commit) {
         let mut state = lock_write(&commit.table.state);
         if commit.truncates == state.truncates {
-            for (key, _) in &commit.keys {
+            // Its keys went into the map when it was prepared: encoded again to take
+            // them out.
+            let keys = commit.table.keys_of(&commit.batches).unwrap_or_default();
+            for (key, _) in &keys {
                 state.keys.remove(key);
             }
         }
@@ -1304,6 +1358,45 @@ fn key_value(data_type: &DataType, literal: &Literal) -> Option<ArrayRef> {
         ) => Arc::new(TimestampMicrosecondArray::from(vec![*v]).with_timezone_opt(zone.clone())),
         _ => return None,
     })
+}
+
+/// An insert's log record as it is read off the socket: its head (the table id filled
+/// in by [`Ingest::prepare_insert`]), then the Arrow IPC stream, placed so that the
+/// stream starts 64-byte aligned (its arrays are then used where they lie).
+#[derive(Debug)]
+pub struct InsertRecord {
+    buf: Vec<u8>,
+    /// Where the record starts in `buf` (after the alignment's padding).
+    start: usize,
+    /// Where the stream starts.
+    stream: usize,
+}
+
+impl InsertRecord {
+    /// Room for the record of an insert into `table` of a stream of `stream_bytes`.
+    pub fn new(table: &str, stream_bytes: usize) -> Self {
+        let head = 10 + table.len().min(usize::from(u16::MAX));
+        let mut buf = Vec::with_capacity(64 + head + stream_bytes);
+        let pad = (64 - (buf.as_ptr() as usize + head) % 64) % 64;
+        buf.resize(pad, 0);
+        Record::encode_head(&mut buf, 0, table);
+        let stream = buf.len();
+        Self {
+            buf,
+            start: pad,
+            stream,
+        }
+    }
+
+    /// What the stream's bytes are appended to.
+    pub fn stream_buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// The stream's bytes so far.
+    pub fn stream_len(&self) -> usize {
+        self.buf.len() - self.stream
+    }
 }
 
 /// A log record: `[u64 table id][u16 name length][name][Arrow IPC stream]`.
@@ -1495,7 +1588,12 @@ mod tests {
         let batch = rows(ids);
         let payload =
             ringscan_ipc::msg::encode_ipc_stream(&schema(), std::slice::from_ref(&batch)).unwrap();
-        let commit = ingest.prepare(table, vec![batch], &payload)?;
+        // As the daemon reads an insert off its socket (the log record and the rows
+        // sharing one buffer).
+        let mut record = InsertRecord::new(table, payload.len());
+        record.stream_buf().extend_from_slice(&payload);
+        assert_eq!(record.stream_len(), payload.len());
+        let commit = ingest.prepare_insert(table, record)?;
         ingest.commit(commit)
     }
 

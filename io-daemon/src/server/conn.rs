@@ -13,6 +13,8 @@ use ringscan_ipc::msg::{
 
 use ringscan_ipc::error_chain as chain;
 
+use crate::ingest::store::InsertRecord;
+
 use super::reply::reply_error;
 use super::{report, scan, Activity, Shared};
 
@@ -96,20 +98,20 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
                 return;
             }
             ClientMessage::Insert { table, bytes } => {
-                // Sized once (`bytes` is bounded by validate): a large COPY's stream is
-                // not copied again at each doubling.
-                let mut payload = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
-                let read = (&mut stream).take(bytes).read_to_end(&mut payload);
-                if read.is_err() || payload.len() as u64 != bytes {
+                // Sized once (`bytes` is bounded by validate), with room for the log
+                // record's head: a large COPY's stream is read once and never copied.
+                let mut record = InsertRecord::new(&table, usize::try_from(bytes).unwrap_or(0));
+                let read = (&mut stream).take(bytes).read_to_end(record.stream_buf());
+                if read.is_err() || record.stream_len() as u64 != bytes {
                     // Cut off (the client went away mid-statement): nothing of it is
                     // applied, and the connection is out of step.
                     shared.log.line(&format!(
                         "insert into {table}: the rows ended after {} of {bytes} bytes",
-                        payload.len()
+                        record.stream_len()
                     ));
                     return;
                 }
-                match insert(shared, &table, &payload) {
+                match insert(shared, &table, record) {
                     Ok((rows, lsn)) => DaemonMessage::Written { rows, lsn },
                     Err(message) => {
                         reply_error(&mut stream, message);
@@ -186,14 +188,12 @@ fn ingest(shared: &Shared) -> Result<&crate::ingest::store::Ingest, String> {
         .map_err(|e| format!("writes are refused: {e}"))
 }
 
-fn insert(shared: &Shared, table: &str, payload: &[u8]) -> Result<(u64, u64), String> {
+fn insert(shared: &Shared, table: &str, record: InsertRecord) -> Result<(u64, u64), String> {
     let ingest = ingest(shared)?;
-    let (_, batches) = ringscan_ipc::msg::read_ipc_stream(payload)
-        .map_err(|e| format!("insert into {table}: the rows do not decode: {e}"))?;
     // Checking the rows against the table runs arrow's casts on what a client sent: a
     // panic there refuses this insert (nothing of it is written) and nothing else.
     let commit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        ingest.prepare(table, batches, payload)
+        ingest.prepare_insert(table, record)
     }))
     .map_err(|_| format!("internal error: checking the rows for {table} panicked"))??;
     ingest.commit(commit)
