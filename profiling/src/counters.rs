@@ -824,10 +824,11 @@ fn reason(e: &io::Error, kind: CounterKind, no_pmu: bool, paranoid: Option<i32>)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn busy_work(iterations: u64) -> u64 {
+    /// Work the counters can see: `iterations` dependent multiply-adds.
+    pub(crate) fn busy_work(iterations: u64) -> u64 {
         let mut x = 1u64;
         for i in 0..iterations {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));

@@ -103,15 +103,8 @@ impl Drop for PooledCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counters::tests::busy_work;
     use crate::counters::CounterKind;
-
-    fn busy_work(iterations: u64) -> u64 {
-        let mut x = 1u64;
-        for i in 0..iterations {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
-        }
-        x
-    }
 
     /// The pooled counters' interval agrees with fresh counters opened around the same
     /// work (the naive reference), and a later interval does not carry the earlier one.
