@@ -603,13 +603,8 @@ fn plain_timestamp_us(s: &[u8]) -> Option<i64> {
     };
     let (year, month, day) = (digits(0, 4)?, digits(5, 7)?, digits(8, 10)?);
     let (hour, minute, second) = (digits(11, 13)?, digits(14, 16)?, digits(17, 19)?);
-    if !(1..=12).contains(&month)
-        || day == 0
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 59
-    {
+    let days = ringscan_values::date::days_from_civil(i64::from(year), month, day)?;
+    if hour > 23 || minute > 59 || second > 59 {
         return None;
     }
     let mut micros = 0u32;
@@ -630,32 +625,8 @@ fn plain_timestamp_us(s: &[u8]) -> Option<i64> {
             micros *= 10;
         }
     }
-    let seconds = days_from_civil(i64::from(year), month, day) * 86_400
-        + i64::from(hour * 3600 + minute * 60 + second);
+    let seconds = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
     Some(seconds * 1_000_000 + i64::from(micros))
-}
-
-fn days_in_month(year: u32, month: u32) -> u32 {
-    match month {
-        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
-            29
-        }
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar.
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 /// `text` converted to `data_type`; on failure, the first row that does not convert.
