@@ -772,46 +772,21 @@ pub fn render_table(r: &RingBenchReport) -> String {
         r.ring_capacity_bytes >> 20,
         r.handoff_samples,
     );
-    let _ = writeln!(
-        out,
-        "{:<40} {}",
-        "ring throughput (GB/s), per round",
-        list(&r.ring_gbps)
-    );
-    let _ = writeln!(
-        out,
-        "{:<40} {}",
-        "memcpy bandwidth (GB/s), per round",
-        list(&r.memcpy_gbps)
-    );
-    let _ = writeln!(
-        out,
-        "{:<40} {}",
-        "shm memcpy bandwidth (GB/s), per round",
-        list(&r.shm_memcpy_gbps)
-    );
-    let _ = writeln!(
-        out,
-        "{:<40} {}",
-        "ratio ring / memcpy, per round",
-        list(&r.ratios)
-    );
-    let _ = writeln!(
-        out,
-        "{:<40} {:.2} / {:.2} / {:.2}",
-        "ratio min / median / max", r.ratio.min, r.ratio.median, r.ratio.max
-    );
-    let _ = writeln!(
-        out,
-        "{:<40} {}",
-        "ratio ring / shm memcpy, per round",
-        list(&r.shm_ratios)
-    );
-    let _ = writeln!(
-        out,
-        "{:<40} {:.2} / {:.2} / {:.2}",
-        "ratio to shm min / median / max", r.shm_ratio.min, r.shm_ratio.median, r.shm_ratio.max
-    );
+    let spread = |s: &Spread| format!("{:.2} / {:.2} / {:.2}", s.min, s.median, s.max);
+    for (label, value) in [
+        ("ring throughput (GB/s), per round", list(&r.ring_gbps)),
+        ("memcpy bandwidth (GB/s), per round", list(&r.memcpy_gbps)),
+        (
+            "shm memcpy bandwidth (GB/s), per round",
+            list(&r.shm_memcpy_gbps),
+        ),
+        ("ratio ring / memcpy, per round", list(&r.ratios)),
+        ("ratio min / median / max", spread(&r.ratio)),
+        ("ratio ring / shm memcpy, per round", list(&r.shm_ratios)),
+        ("ratio to shm min / median / max", spread(&r.shm_ratio)),
+    ] {
+        let _ = writeln!(out, "{label:<40} {value}");
+    }
     let _ = writeln!(
         out,
         "{:<40} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
