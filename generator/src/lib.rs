@@ -8,6 +8,11 @@
 //! batch size. Files carry statistics, the page index, bloom filters on key columns and
 //! `sorting_columns`; each is written under a temporary name and renamed when complete.
 //!
+//! String columns drawn from a fixed vocabulary (all of `contacts`' strings) travel from
+//! the producers as dictionary keys ([`Dataset::encoded_batch`]) and are written from
+//! the keys by the crate's own column-chunk writer, not re-interned by parquet's
+//! `ArrowWriter`, which writes the other columns.
+//!
 //! ```no_run
 //! use ringscan_generator::{generate, DatasetKind, GenerateOptions};
 //!
@@ -20,12 +25,14 @@
 #![forbid(unsafe_code)]
 
 pub mod datasets;
+mod dictionary;
 mod error;
 pub mod inspect;
 mod options;
 mod output;
 mod pipeline;
 pub mod rng;
+mod row_group;
 mod sink;
 pub mod zipf;
 

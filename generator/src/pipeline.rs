@@ -141,15 +141,16 @@ fn producer(
         let Some((w, seq, start, len)) = shared.claim() else {
             return Ok(());
         };
-        let batch = shared
-            .dataset
-            .batch(start, len)
-            .map_err(|source| GeneratorError::Build {
-                dataset: shared.dataset.name(),
-                start,
-                end: start + len as u64,
-                source,
-            })?;
+        let batch =
+            shared
+                .dataset
+                .encoded_batch(start, len)
+                .map_err(|source| GeneratorError::Build {
+                    dataset: shared.dataset.name(),
+                    start,
+                    end: start + len as u64,
+                    source,
+                })?;
         debug_assert_eq!(batch.num_rows(), len);
         if to_writers[w].send(Chunk { seq, start, batch }).is_err() {
             // The writer is gone: it failed and said why.

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_schema::{DataType, Schema, SchemaRef};
-use parquet::arrow::ArrowWriter;
+use arrow_schema::{Schema, SchemaRef};
 use parquet::basic::Encoding;
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -16,18 +15,7 @@ use parquet::schema::types::ColumnPath;
 use crate::datasets::Dataset;
 use crate::error::GeneratorError;
 use crate::options::GenerateOptions;
-
-/// Number of Parquet leaf columns a field expands to.
-fn leaf_count(data_type: &DataType) -> usize {
-    match data_type {
-        DataType::Struct(fields) => fields.iter().map(|f| leaf_count(f.data_type())).sum(),
-        DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _) => {
-            leaf_count(item.data_type())
-        }
-        DataType::Map(entries, _) => leaf_count(entries.data_type()),
-        _ => 1,
-    }
-}
+use crate::row_group::{leaf_count, FileWriter};
 
 /// The Parquet leaf index of top-level column `name`.
 fn leaf_index(schema: &Schema, name: &str) -> Option<usize> {
@@ -165,7 +153,7 @@ struct OpenFile {
     partition: Option<String>,
     tmp_path: PathBuf,
     final_path: PathBuf,
-    writer: ArrowWriter<File>,
+    writer: FileWriter<File>,
 }
 
 /// A finished file.
@@ -272,10 +260,10 @@ impl<'a> Sink<'a> {
             path: tmp_path.clone(),
             source,
         })?;
-        let writer = ArrowWriter::try_new(
+        let writer = FileWriter::try_new(
             file,
             Arc::clone(&self.layout.file_schema),
-            Some(self.layout.props.clone()),
+            self.layout.props.clone(),
         )
         .map_err(|source| GeneratorError::Parquet {
             path: tmp_path.clone(),
@@ -360,7 +348,7 @@ impl Drop for Sink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_schema::Field;
+    use arrow_schema::{DataType, Field};
 
     #[test]
     fn leaf_indices_skip_nested_leaves() {

@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, ListArray, RecordBatch, StringArray, StructArray, UInt64Array};
+use arrow_array::{ArrayRef, ListArray, RecordBatch, StructArray, UInt64Array};
 use arrow_buffer::{BooleanBufferBuilder, NullBuffer, OffsetBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 
-use super::columns::Utf8Column;
+use super::vocabulary::{decode_dictionaries, keyed_fields, KeyColumn, Vocabulary};
 use super::Dataset;
 use crate::rng::{mix64, RowRng};
 use crate::zipf::Zipf;
@@ -108,6 +108,16 @@ const PHONE_RANKS: usize = 1 << 14;
 /// At most this many phones per contact.
 const MAX_PHONES: usize = 8;
 const STREAM_ROW: u64 = 0xC0;
+/// The string leaves written from their vocabularies' keys.
+const KEYED: &[&str] = &[
+    "name",
+    "phones.number",
+    "phones.kind",
+    "address.city",
+    "address.zip",
+];
+/// Zip codes per city: a city's zips are `city * 6_007 + 0..ZIPS_PER_CITY`.
+const ZIPS_PER_CITY: u64 = 100;
 
 /// The `contacts` dataset.
 #[derive(Debug)]
@@ -115,6 +125,18 @@ pub struct Contacts {
     seed: u64,
     rows: u64,
     schema: SchemaRef,
+    /// `schema` with the string leaves of known vocabulary as dictionary keys.
+    keyed_schema: SchemaRef,
+    /// Full names; source index `first * LAST_NAMES.len() + last`.
+    names: Vocabulary,
+    /// Phone numbers; source index the Zipf rank.
+    numbers: Vocabulary,
+    /// Source index the index in `PHONE_KINDS`.
+    kinds: Vocabulary,
+    /// Source index the index in `CITIES`.
+    cities: Vocabulary,
+    /// Source index `city * ZIPS_PER_CITY + offset`.
+    zips: Vocabulary,
     phone_struct: Fields,
     phone_item: Arc<Field>,
     address_struct: Fields,
@@ -129,25 +151,56 @@ pub struct Contacts {
 impl Contacts {
     /// `rows` contacts under `seed`.
     pub fn new(seed: u64, rows: u64) -> Self {
-        let phone_struct = Fields::from(vec![
+        let plain_phone = Fields::from(vec![
             Field::new("number", DataType::Utf8, true),
             Field::new("kind", DataType::Utf8, true),
         ]);
-        let phone_item = Arc::new(Field::new(
-            "item",
-            DataType::Struct(phone_struct.clone()),
-            true,
-        ));
-        let address_struct = Fields::from(vec![
+        let plain_item = Arc::new(Field::new("item", DataType::Struct(plain_phone), true));
+        let plain_address = Fields::from(vec![
             Field::new("city", DataType::Utf8, false),
             Field::new("zip", DataType::Utf8, false),
         ]);
         let schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::UInt64, false),
             Field::new("name", DataType::Utf8, true),
-            Field::new("phones", DataType::List(Arc::clone(&phone_item)), true),
-            Field::new("address", DataType::Struct(address_struct.clone()), true),
+            Field::new("phones", DataType::List(plain_item), true),
+            Field::new("address", DataType::Struct(plain_address), true),
         ]));
+        let keyed_schema = Arc::new(Schema::new(keyed_fields(schema.fields(), KEYED, "")));
+        // The batches' nested types are the keyed schema's.
+        let DataType::List(phone_item) = keyed_schema.field(2).data_type().clone() else {
+            unreachable!("phones is a list")
+        };
+        let DataType::Struct(phone_struct) = phone_item.data_type().clone() else {
+            unreachable!("a phone is a struct")
+        };
+        let DataType::Struct(address_struct) = keyed_schema.field(3).data_type().clone() else {
+            unreachable!("address is a struct")
+        };
+        let names = Vocabulary::new(
+            &FIRST_NAMES
+                .iter()
+                .flat_map(|f| LAST_NAMES.iter().map(move |l| format!("{f} {l}")))
+                .collect::<Vec<_>>(),
+        );
+        let numbers = Vocabulary::new(
+            &(0..PHONE_RANKS as u64)
+                .map(|rank| {
+                    // +1-555-XXX-XXXX
+                    let digits = mix64(rank ^ seed) % 10_000_000;
+                    format!("+1-555-{:03}-{:04}", digits / 10_000, digits % 10_000)
+                })
+                .collect::<Vec<_>>(),
+        );
+        let spell = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        let zips = Vocabulary::new(
+            &(0..CITIES.len() as u64 * ZIPS_PER_CITY)
+                .map(|i| {
+                    let (city, offset) = (i / ZIPS_PER_CITY, i % ZIPS_PER_CITY);
+                    format!("{:05}", (city * 6_007 + offset) % 100_000)
+                })
+                .collect::<Vec<_>>(),
+        );
         // List lengths: Zipfian over 0..=MAX_PHONES, shifted so that one phone is the
         // most common, none and two next.
         let len_weights: Vec<f64> = (0..=MAX_PHONES)
@@ -160,6 +213,12 @@ impl Contacts {
             seed,
             rows,
             schema,
+            keyed_schema,
+            names,
+            numbers,
+            kinds: Vocabulary::new(&spell(PHONE_KINDS)),
+            cities: Vocabulary::new(&spell(CITIES)),
+            zips,
             phone_struct,
             phone_item,
             address_struct,
@@ -173,27 +232,18 @@ impl Contacts {
     }
 }
 
-/// Writes `value` as exactly `digits` decimal digits at the end of `buf`.
-#[inline]
-fn put_digits(buf: &mut [u8], mut value: u64) {
-    for b in buf.iter_mut().rev() {
-        *b = b'0' + (value % 10) as u8;
-        value /= 10;
-    }
-}
-
 /// The columns of one batch of contacts: allocated once per batch, never per row.
 #[derive(Debug)]
 struct Builders {
     ids: Vec<u64>,
-    names: Utf8Column,
+    names: KeyColumn,
     list_offsets: Vec<i32>,
     list_valid: BooleanBufferBuilder,
-    numbers: Utf8Column,
-    kinds: Utf8Column,
+    numbers: KeyColumn,
+    kinds: KeyColumn,
     item_valid: BooleanBufferBuilder,
-    cities: Utf8Column,
-    zips: Utf8Column,
+    cities: KeyColumn,
+    zips: KeyColumn,
     address_valid: BooleanBufferBuilder,
 }
 
@@ -202,14 +252,14 @@ impl Builders {
         let phones = rows + rows / 2;
         Self {
             ids: Vec::with_capacity(rows),
-            names: Utf8Column::with_capacity(rows, rows * 14),
+            names: KeyColumn::with_capacity(rows),
             list_offsets: Vec::with_capacity(rows + 1),
             list_valid: BooleanBufferBuilder::new(rows),
-            numbers: Utf8Column::with_capacity(phones, phones * 15),
-            kinds: Utf8Column::with_capacity(phones, phones * 5),
+            numbers: KeyColumn::with_capacity(phones),
+            kinds: KeyColumn::with_capacity(phones),
             item_valid: BooleanBufferBuilder::new(phones),
-            cities: Utf8Column::with_capacity(rows, rows * 8),
-            zips: Utf8Column::with_capacity(rows, rows * 5),
+            cities: KeyColumn::with_capacity(rows),
+            zips: KeyColumn::with_capacity(rows),
             address_valid: BooleanBufferBuilder::new(rows),
         }
     }
@@ -241,10 +291,13 @@ impl Dataset for Contacts {
     }
 
     fn batch(&self, start: u64, len: usize) -> Result<RecordBatch, ArrowError> {
+        decode_dictionaries(&self.encoded_batch(start, len)?, &self.schema)
+    }
+
+    fn encoded_batch(&self, start: u64, len: usize) -> Result<RecordBatch, ArrowError> {
         let mut b = Builders::with_capacity(len);
         b.list_offsets.push(0);
         let mut phone_count: i32 = 0;
-        let mut number = *b"+1-555-000-0000";
         for row in start..start + len as u64 {
             let mut rng = RowRng::for_row(self.seed, STREAM_ROW, row);
             b.ids.push(row + 1);
@@ -252,10 +305,10 @@ impl Dataset for Contacts {
             if rng.chance(0.06) {
                 b.names.push_null();
             } else {
-                let first = FIRST_NAMES[self.first.sample(rng.next_u64())];
-                let last = LAST_NAMES[self.last.sample(rng.next_u64())];
+                let first = self.first.sample(rng.next_u64());
+                let last = self.last.sample(rng.next_u64());
                 b.names
-                    .push_parts(&[first.as_bytes(), b" ", last.as_bytes()]);
+                    .push(self.names.key(first * LAST_NAMES.len() + last));
             }
 
             // 4% of contacts have no phone list at all (null), others 0..=8 entries.
@@ -272,17 +325,13 @@ impl Dataset for Contacts {
                         b.kinds.push_null();
                     } else {
                         b.item_valid.append(true);
-                        let rank = self.phone.sample(rng.next_u64()) as u64;
-                        // +1-555-XXX-XXXX
-                        let digits = mix64(rank ^ self.seed) % 10_000_000;
-                        put_digits(&mut number[7..10], digits / 10_000);
-                        put_digits(&mut number[11..15], digits % 10_000);
-                        b.numbers.push(&number);
+                        let rank = self.phone.sample(rng.next_u64());
+                        b.numbers.push(self.numbers.key(rank));
                         if bits & 0xff00 < 0x0800 {
                             b.kinds.push_null();
                         } else {
-                            let kind = PHONE_KINDS[self.kind.sample(rng.next_u64())];
-                            b.kinds.push(kind.as_bytes());
+                            let kind = self.kind.sample(rng.next_u64());
+                            b.kinds.push(self.kinds.key(kind));
                         }
                     }
                     phone_count += 1;
@@ -293,17 +342,16 @@ impl Dataset for Contacts {
             let has_address = !rng.chance(0.05);
             b.address_valid.append(has_address);
             let city = self.city.sample(rng.next_u64());
-            b.cities.push(CITIES[city].as_bytes());
-            let mut zip = [0u8; 5];
-            put_digits(&mut zip, (city as u64 * 6_007 + rng.below(100)) % 100_000);
-            b.zips.push(&zip);
+            b.cities.push(self.cities.key(city));
+            let zip = city as u64 * ZIPS_PER_CITY + rng.below(ZIPS_PER_CITY);
+            b.zips.push(self.zips.key(zip as usize));
         }
 
         let phones = StructArray::try_new(
             self.phone_struct.clone(),
             vec![
-                Arc::new(b.numbers.finish()?) as ArrayRef,
-                Arc::new(b.kinds.finish()?),
+                Arc::new(b.numbers.finish(&self.numbers)?) as ArrayRef,
+                Arc::new(b.kinds.finish(&self.kinds)?),
             ],
             Some(NullBuffer::new(b.item_valid.finish())),
         )?;
@@ -313,17 +361,19 @@ impl Dataset for Contacts {
             Arc::new(phones),
             Some(NullBuffer::new(b.list_valid.finish())),
         )?;
-        let cities: StringArray = b.cities.finish()?;
         let address = StructArray::try_new(
             self.address_struct.clone(),
-            vec![Arc::new(cities) as ArrayRef, Arc::new(b.zips.finish()?)],
+            vec![
+                Arc::new(b.cities.finish(&self.cities)?) as ArrayRef,
+                Arc::new(b.zips.finish(&self.zips)?),
+            ],
             Some(NullBuffer::new(b.address_valid.finish())),
         )?;
         RecordBatch::try_new(
-            Arc::clone(&self.schema),
+            Arc::clone(&self.keyed_schema),
             vec![
                 Arc::new(UInt64Array::from(b.ids)),
-                Arc::new(b.names.finish()?),
+                Arc::new(b.names.finish(&self.names)?),
                 Arc::new(list),
                 Arc::new(address),
             ],
@@ -334,7 +384,7 @@ impl Dataset for Contacts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::Array;
+    use arrow_array::{Array, StringArray};
 
     #[test]
     fn batches_are_pure_functions_of_the_range() {

@@ -1,9 +1,9 @@
 //! The datasets: each builds any range of its rows, from the seed and the row indices
 //! alone.
 
-mod columns;
 mod contacts;
 mod ohlcv;
+mod vocabulary;
 mod wide;
 
 use std::fmt;
@@ -32,6 +32,15 @@ pub trait Dataset: Send + Sync + fmt::Debug {
 
     /// Builds rows `start..start + len`. The range never crosses a `segment_end`.
     fn batch(&self, start: u64, len: usize) -> Result<RecordBatch, ArrowError>;
+
+    /// The rows of [`Dataset::batch`], as the writers take them: a column may come with
+    /// `Dictionary(UInt16, Utf8)` arrays in place of its `Utf8` leaves, keyed into a
+    /// vocabulary (the dictionary's values) that is sorted by bytes, free of nulls and
+    /// duplicates, and the same array for every batch. Those leaves are written from
+    /// the keys, without interning each string again. The default is `batch` itself.
+    fn encoded_batch(&self, start: u64, len: usize) -> Result<RecordBatch, ArrowError> {
+        self.batch(start, len)
+    }
 
     /// The first row after `row` that may not share a batch with it (a symbol or
     /// partition boundary), capped at `rows()`.
