@@ -15,6 +15,7 @@ use common::{eval_row, prune_file, read_metadata, FloatSemantics, Value};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use proptest::prelude::*;
+use ringscan_io_daemon::prune::{FilePruner, Verdict};
 use ringscan_ipc::msg::{CmpOp, Literal, Predicate};
 
 #[derive(Debug, Clone)]
@@ -269,6 +270,20 @@ fn check(rows: &Rows, layout: &Layout, pred: &Predicate) -> Result<(), TestCaseE
         if eval_row(pred, &|c| rows.cell(r, c), FloatSemantics::Total) == Some(true) {
             prop_assert!(kept.rows[r], "row {} matches but was pruned: {:?}", r, kept);
         }
+    }
+    // A row group said to pass whole is read without the filter: every row of it must
+    // be TRUE (not FALSE, not NULL) row by row.
+    let pruner = FilePruner::try_new(&meta, "test.parquet").expect("pruner");
+    let mut first = 0;
+    for g in 0..meta.num_row_groups() {
+        let n = usize::try_from(meta.row_group(g).num_rows()).expect("rows");
+        if pruner.row_group(pred, g).expect("verdict") == Verdict::Always {
+            for r in first..first + n {
+                let got = eval_row(pred, &|c| rows.cell(r, c), FloatSemantics::Total);
+                prop_assert_eq!(got, Some(true), "row {} of all-pass row group {}", r, g);
+            }
+        }
+        first += n;
     }
     Ok(())
 }

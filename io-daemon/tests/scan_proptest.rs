@@ -579,8 +579,12 @@ fn check_column_cache(
         for ((first, last), (pred, projection)) in
             summaries[..2].iter().zip(&summaries[6..]).zip(queries)
         {
+            // A row group whose rows all pass by statistics reads the output columns
+            // only: with none, no column at all.
+            let filtered =
+                first.row_groups_considered - first.row_groups_pruned > first.row_groups_all_pass;
             let reads_columns = projection.is_none_or(|p| !p.is_empty())
-                || pred.is_some_and(|p| !p.columns().is_empty());
+                || (filtered && pred.is_some_and(|p| !p.columns().is_empty()));
             if first.rows_decoded > 0 && reads_columns {
                 prop_assert!(last.column_cache_hits > 0, "{first:?}\n{last:?}");
                 // (Bloom filters are still read for pruning.)
@@ -719,6 +723,108 @@ fn floats_compare_as_duckdb() {
                 Engine::default(),
             )
             .expect("negated");
+        }
+    }
+}
+
+/// Row groups whose statistics prove every row passes are read whole and unfiltered
+/// (their output columns only); the others, and those with a NULL or a failing row in
+/// the predicate's column, are filtered. Every projection, limit, offset and engine gives
+/// the naive reference's rows, and the summary counts the row groups read unfiltered.
+#[test]
+fn row_groups_whose_rows_all_pass_are_read_unfiltered() {
+    // Five-row groups: all pass; one fails; one NULL; all pass; NaNs (NaN > 0 holds
+    // under the one float rule, so `f > 0` passes them whole too).
+    let i = [
+        [1, 2, 3, 4, 5].map(Some),
+        [Some(2), Some(-1), Some(3), Some(4), Some(5)],
+        [Some(1), None, Some(3), Some(4), Some(5)],
+        [6, 7, 8, 9, 10].map(Some),
+        [Some(3), Some(1), None, Some(2), Some(9)],
+    ]
+    .concat();
+    let f = [
+        [1.0, 2.0, 3.0, 4.0, 5.0].map(Some),
+        [1.0, 2.0, 0.0, 4.0, 5.0].map(Some),
+        [Some(1.0), None, Some(3.0), Some(4.0), Some(5.0)],
+        [6.0, 7.0, 8.0, 9.0, 10.0].map(Some),
+        [f64::NAN, 1.0, 2.0, f64::NAN, 3.0].map(Some),
+    ]
+    .concat();
+    let s = (0..i.len()).map(|r| Some(format!("r{r}"))).collect();
+    let rows = Rows { i, f, s };
+    let layout = Layout {
+        row_group_rows: 5,
+        page_rows: 2,
+        dictionary: false,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(dir.path(), &rows, &layout);
+    let pages = [
+        (None, 0),
+        (Some(3), 2),
+        (Some(7), 4),
+        (None, 13),
+        (Some(0), 0),
+    ];
+    for (pred, all_pass) in [
+        (Predicate::compare("i", CmpOp::Gt, Literal::Int(0)), 2),
+        (Predicate::compare("f", CmpOp::Gt, Literal::Int(0)), 3),
+        // Equivalent rewrites the evaluator also proves, and one it cannot.
+        (
+            Predicate::Not(Box::new(Predicate::compare(
+                "i",
+                CmpOp::LtEq,
+                Literal::Int(0),
+            ))),
+            2,
+        ),
+        (
+            Predicate::And(vec![
+                Predicate::compare("i", CmpOp::Gt, Literal::Int(0)),
+                Predicate::IsNull {
+                    expr: ringscan_ipc::msg::Operand::Column("s".into()),
+                    negated: true,
+                },
+            ]),
+            2,
+        ),
+        (Predicate::compare("i", CmpOp::Gt, Literal::Int(1)), 1),
+    ] {
+        for projection in [None, Some(vec![]), Some(vec!["s"]), Some(vec!["s", "i"])] {
+            let projection: Option<Vec<String>> =
+                projection.map(|p| p.into_iter().map(str::to_owned).collect());
+            for page in pages {
+                for engine in [
+                    Engine::default(),
+                    Engine {
+                        threads: 1,
+                        ..Engine::default()
+                    },
+                    Engine {
+                        late: LateMaterialization::Always,
+                        prefetch_bytes: 0,
+                        ..Engine::default()
+                    },
+                ] {
+                    let cache = MetadataCache::new(1 << 20);
+                    let summary = scan_and_compare(
+                        dir.path(),
+                        &path,
+                        &cache,
+                        &rows,
+                        Some(&pred),
+                        projection.as_deref(),
+                        page,
+                        3,
+                        engine,
+                    )
+                    .unwrap_or_else(|e| panic!("{pred:?} {projection:?} {page:?}: {e}"));
+                    if page.0 != Some(0) {
+                        assert_eq!(summary.row_groups_all_pass, all_pass, "{pred:?}");
+                    }
+                }
+            }
         }
     }
 }

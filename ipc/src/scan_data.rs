@@ -252,6 +252,10 @@ pub struct ScanSummary {
     /// Pages of the predicate's columns that the page index covered.
     #[serde(default)]
     pub pages_considered: u64,
+    /// Row groups whose statistics prove that every row passes the predicate: read
+    /// whole (their output columns only), the predicate not evaluated.
+    #[serde(default)]
+    pub row_groups_all_pass: u64,
     /// Row groups whose non-predicate columns were decoded only for passing rows.
     #[serde(default)]
     pub row_groups_late_materialized: u64,
@@ -330,6 +334,7 @@ impl Default for ScanSummary {
             row_groups_pruned_by_page_index: 0,
             row_groups_pruned_by_dynamic_filter: 0,
             pages_considered: 0,
+            row_groups_all_pass: 0,
             row_groups_late_materialized: 0,
             column_cache_hits: 0,
             row_groups_skipped_by_offset: 0,
@@ -365,6 +370,7 @@ impl ScanSummary {
         self.row_groups_pruned_by_page_index += other.row_groups_pruned_by_page_index;
         self.row_groups_pruned_by_dynamic_filter += other.row_groups_pruned_by_dynamic_filter;
         self.row_groups_skipped_by_offset += other.row_groups_skipped_by_offset;
+        self.row_groups_all_pass += other.row_groups_all_pass;
         self.absorb_work(other);
     }
 

@@ -2,7 +2,9 @@
 //!
 //! Four levels, each never dropping a row the predicate could select:
 //! - [`PartitionValues`]: whole files, from hive `key=value` directories;
-//! - [`FilePruner::row_groups`]: row groups, from column-chunk statistics;
+//! - [`FilePruner::row_groups`]: row groups, from column-chunk statistics (and
+//!   [`FilePruner::row_group`], which also says when they prove that *every* row
+//!   matches: [`Verdict::Always`], a row group read whole with no filter);
 //! - [`FilePruner::bloom_filters`]: row groups, from bloom filters (`=` and `IN`);
 //! - [`FilePruner::pages`]: rows within a row group, from the page index, as a
 //!   [`RowSelection`](parquet::arrow::arrow_reader::RowSelection).
@@ -42,6 +44,9 @@ pub enum Verdict {
     Never,
     /// Some row may match: read it.
     Maybe,
+    /// Every row matches: the predicate is TRUE for each (none FALSE, none NULL, as
+    /// far as the statistics prove): read it whole, without evaluating the predicate.
+    Always,
 }
 
 impl Verdict {
@@ -50,6 +55,16 @@ impl Verdict {
             Self::Maybe
         } else {
             Self::Never
+        }
+    }
+
+    /// From the outcomes the predicate may take on the unit's rows: TRUE alone is
+    /// [`Always`](Self::Always) (a unit with no row at all is `Never`).
+    fn from_outcomes(outcomes: eval::Outcomes) -> Self {
+        if outcomes == eval::Outcomes::TRUE {
+            Self::Always
+        } else {
+            Self::from_can_be_true(outcomes.can_be_true())
         }
     }
 }
@@ -93,10 +108,11 @@ impl<'a> FilePruner<'a> {
         self.page_index = Some(page_index);
     }
 
-    /// Whether row group `row_group` may hold a matching row.
+    /// Whether row group `row_group` may hold a matching row, by its column-chunk
+    /// statistics, and whether they prove that every row of it matches.
     pub fn row_group(&self, pred: &Predicate, row_group: usize) -> Result<Verdict, PruneError> {
         self.check_row_group(row_group)?;
-        Ok(Verdict::from_can_be_true(row_group::row_group_may_match(
+        Ok(Verdict::from_outcomes(row_group::row_group_outcomes(
             self.meta,
             &self.columns,
             pred,

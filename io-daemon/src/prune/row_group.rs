@@ -63,12 +63,24 @@ pub(crate) fn row_group_may_match(
     pred: &Predicate,
     index: usize,
 ) -> bool {
+    row_group_outcomes(meta, columns, pred, index).can_be_true()
+}
+
+/// The outcomes `pred` may take on the rows of row group `index` (none for a row group
+/// without rows). TRUE alone proves every row matches: the evaluator's leaves and
+/// operators over-approximate FALSE and NULL as they do TRUE (NOT needs them).
+pub(crate) fn row_group_outcomes(
+    meta: &ParquetMetaData,
+    columns: &ColumnMap,
+    pred: &Predicate,
+    index: usize,
+) -> Outcomes {
     let row_group = meta.row_group(index);
     let stats = RowGroupStats { columns, row_group };
     if stats.num_rows() == Some(0) {
-        return false;
+        return Outcomes::NONE;
     }
-    evaluate(pred, &stats).can_be_true()
+    evaluate(pred, &stats)
 }
 
 pub(crate) fn filter(

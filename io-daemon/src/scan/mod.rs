@@ -3,7 +3,10 @@
 //! Planning (`plan`), on the calling thread, file by file as the pipeline needs work:
 //! partition pruning from the hive path; the footer from the [`MetadataCache`]; the
 //! file's access plan (row-group pruning by statistics then bloom filters, page pruning
-//! into a `RowSelection`); one task per surviving row group.
+//! into a `RowSelection`); one task per surviving row group. A row group whose statistics
+//! prove that every row passes the predicate (`Verdict::Always`) skips the bloom
+//! filters, the page index and the predicate: it reads its output columns whole, as an
+//! unfiltered scan does (from object storage, in one grouped read from the start).
 //!
 //! Execution, on a small pool of worker threads: each task reads the byte ranges of the
 //! column chunks it needs (only the surviving pages) through a [`ByteRangeSource`]
@@ -326,12 +329,15 @@ fn is_hot(exec: &Exec<'_>, task: &RgTask) -> bool {
         return false;
     }
     let file = &*task.file;
-    let roots: Vec<usize> = file
-        .pred_roots
-        .iter()
-        .chain(&file.rest_roots)
-        .copied()
-        .collect();
+    let roots: Vec<usize> = if task.all_pass && exec.predicate.is_some() {
+        file.out_roots.clone()
+    } else {
+        file.pred_roots
+            .iter()
+            .chain(&file.rest_roots)
+            .copied()
+            .collect()
+    };
     !roots.is_empty()
         && exec
             .columns
@@ -487,6 +493,7 @@ pub fn scan_files(
             store: store.as_deref(),
             task_us: 0,
             tasks_done: 0,
+            filtered_done: 0,
             read_rest: false,
             remaining: spec.limit,
             to_skip: spec.offset,
@@ -542,6 +549,8 @@ struct Coordinator<'s, 'c> {
     /// Decoding and filtering time of the worker tasks done, and how many.
     task_us: u64,
     tasks_done: u64,
+    /// Of those, the tasks that evaluated the predicate (not [`RgTask::all_pass`]).
+    filtered_done: u64,
     /// Whether read-aheads include the columns after the predicate's: the latest task
     /// read them whole.
     read_rest: bool,
@@ -568,18 +577,7 @@ impl Coordinator<'_, '_> {
             if self.remaining == Some(0) {
                 return Ok(());
             }
-            let max_in_flight = match self.store {
-                // Until a task has shown whether the rows pass (and the other columns
-                // are read whole), read-aheads hold the predicate's columns only: few
-                // tasks so far, so that most read-aheads know.
-                Some(_) if self.spec.predicate.is_some() && self.tasks_done == 0 => base,
-                Some(store) => {
-                    let task_us = self.task_us.checked_div(self.tasks_done).unwrap_or(0);
-                    remote_depth(base, threads, store.request_latency(), task_us)
-                }
-                None => base,
-            };
-            while self.in_flight < max_in_flight
+            while self.in_flight < self.depth(base, threads)
                 && (self.in_flight == 0 || self.in_flight_bytes < self.spec.prefetch_bytes as u64)
             {
                 let Some((seq, task)) = self.schedule_next() else {
@@ -690,9 +688,29 @@ impl Coordinator<'_, '_> {
             self.in_flight_bytes = self.in_flight_bytes.saturating_sub(est);
             self.task_us += stats.decode_us + stats.filter_us;
             self.tasks_done += 1;
-            self.read_rest = stats.rest_whole;
+            if !stats.all_pass {
+                self.filtered_done += 1;
+                self.read_rest = stats.rest_whole;
+            }
             self.account(&stats);
         }
+    }
+
+    /// How many tasks may be in flight now (`base`: the local depth).
+    fn depth(&self, base: usize, threads: usize) -> usize {
+        let Some(store) = self.store else {
+            return base;
+        };
+        // Until a filtered task has shown whether the rows pass (and the other columns
+        // are read whole), read-aheads hold the predicate's columns only: few tasks so
+        // far, so that most read-aheads know. A row group whose rows all pass reads
+        // every column it needs from the start.
+        let next_all_pass = self.planned.front().is_some_and(|t| t.all_pass);
+        if self.spec.predicate.is_some() && self.filtered_done == 0 && !next_all_pass {
+            return base;
+        }
+        let task_us = self.task_us.checked_div(self.tasks_done).unwrap_or(0);
+        remote_depth(base, threads, store.request_latency(), task_us)
     }
 
     /// The next task to run, numbered, with the offset and the limit applied to it.

@@ -45,6 +45,9 @@ pub(crate) struct FileCtx {
     pub(crate) pred_roots: Vec<usize>,
     /// Output file root columns the predicate does not read (sorted).
     pub(crate) rest_roots: Vec<usize>,
+    /// Every output file root column (sorted): what a row group whose rows all pass
+    /// reads ([`RgTask::all_pass`]).
+    pub(crate) out_roots: Vec<usize>,
     /// The output schema, from the first batch.
     pub(crate) output_schema: OnceLock<SchemaRef>,
 }
@@ -64,6 +67,10 @@ pub(crate) struct RgTask {
     pub(crate) limit: Option<usize>,
     /// Decoded size estimate, for the prefetch byte budget.
     pub(crate) estimated_bytes: u64,
+    /// Statistics prove that every row passes the predicate ([`Verdict::Always`]): the
+    /// task reads the output columns whole, as an unfiltered scan does, and evaluates
+    /// nothing.
+    pub(crate) all_pass: bool,
     /// Reads of a remote file started before the task runs, shared with the next
     /// tasks of the file (see `task::read_ahead`): its fetches are served from them
     /// where they cover what the decoder needs.
@@ -92,6 +99,8 @@ struct Columns {
     pred_roots: Vec<usize>,
     /// Output file root columns the predicate does not read (sorted).
     rest_roots: Vec<usize>,
+    /// Every output file root column (sorted).
+    out_roots: Vec<usize>,
     /// Partition columns (not in the file) the predicate references.
     pred_partitions: Vec<String>,
     /// Partition columns (not in the file) the output references.
@@ -105,6 +114,8 @@ struct RowGroupAccess {
     selection: Option<RowSelection>,
     /// Rows selected.
     rows: u64,
+    /// Every row passes the predicate (statistics prove it): no selection.
+    all_pass: bool,
 }
 
 /// How a scan reads one file: the row groups that survive pruning, in file order, and
@@ -206,6 +217,7 @@ fn plan_inner(
         output: columns.output,
         pred_roots: columns.pred_roots,
         rest_roots: columns.rest_roots,
+        out_roots: columns.out_roots,
         output_schema: OnceLock::new(),
     });
     Ok(tasks(&ctx, access.row_groups))
@@ -249,9 +261,11 @@ fn resolve_columns(
         }
     }
     let mut rest_roots = Vec::new();
+    let mut out_roots = Vec::new();
     let mut out_partitions = Vec::new();
     for name in &output {
         if let Ok(i) = file_schema.index_of(name) {
+            push_unique(&mut out_roots, i);
             if !pred_roots.contains(&i) {
                 push_unique(&mut rest_roots, i);
             }
@@ -263,10 +277,12 @@ fn resolve_columns(
     }
     pred_roots.sort_unstable();
     rest_roots.sort_unstable();
+    out_roots.sort_unstable();
     Ok(Columns {
         output,
         pred_roots,
         rest_roots,
+        out_roots,
         pred_partitions,
         out_partitions,
     })
@@ -298,6 +314,7 @@ fn access_plan(
                 row_group: g,
                 selection: None,
                 rows: u64::try_from(meta.row_group(g).num_rows()).unwrap_or(0),
+                all_pass: false,
             })
             .collect();
         return Ok(plan);
@@ -307,6 +324,14 @@ fn access_plan(
         FilePruner::with_columns(meta, Arc::clone(column_map), path.display().to_string());
     let by_stats = pruner.row_groups(pred);
     summary.row_groups_pruned_by_stats += (num_row_groups - by_stats.kept.len()) as u64;
+    // Row groups whose every row passes need neither bloom filters nor page pruning:
+    // they are read whole, unfiltered.
+    let (all_pass, by_stats): (Vec<usize>, Vec<usize>) = by_stats.kept.iter().partition(|&&g| {
+        pruner
+            .row_group(pred, g)
+            .is_ok_and(|v| v == Verdict::Always)
+    });
+    summary.row_groups_all_pass += all_pass.len() as u64;
     let stats = Arc::new(IoStats::default());
     let direct = Prefetched::direct(Arc::clone(source), Arc::clone(&stats));
     let by_bloom = guard_panic(path, || {
@@ -315,7 +340,7 @@ fn access_plan(
                 Sbbf::read_from_column_chunk(meta.row_group(g).column(leaf), &direct)
             })
         };
-        Ok(pruner.bloom_filters_with(pred, &by_stats.kept, &mut load)?)
+        Ok(pruner.bloom_filters_with(pred, &by_stats, &mut load)?)
     });
     // Zeros read from a shrunken mapping would make an empty filter, which prunes
     // every row group: check before believing it.
@@ -329,7 +354,7 @@ fn access_plan(
     summary.bytes_read += bloom_bytes;
     summary.bloom_filter_bytes_read += bloom_bytes;
     summary.timings.io_us += stats.micros.load(std::sync::atomic::Ordering::Relaxed);
-    summary.row_groups_pruned_by_bloom += (by_stats.kept.len() - by_bloom.kept.len()) as u64;
+    summary.row_groups_pruned_by_bloom += (by_stats.len() - by_bloom.kept.len()) as u64;
     let pred_leaves = leaves(meta, &columns.pred_roots);
     let wanted: Vec<IndexKey> = by_bloom
         .kept
@@ -350,7 +375,11 @@ fn access_plan(
         &stop,
     )?;
     pruner.set_page_index(Arc::new(plan.page_index.clone()));
+    let mut all_pass = all_pass.into_iter().peekable();
     for g in by_bloom.kept {
+        while let Some(whole) = all_pass.next_if(|&a| a < g) {
+            plan.row_groups.push(RowGroupAccess::whole(meta, whole));
+        }
         let pages = pruner.pages(pred, g)?;
         summary.pages_considered += pages.pages_considered as u64;
         summary.pages_skipped += pages.pages_skipped as u64;
@@ -372,18 +401,32 @@ fn access_plan(
             row_group: g,
             selection,
             rows: pages.rows_selected,
+            all_pass: false,
         });
     }
-    let rest_leaves = leaves(meta, &columns.rest_roots);
-    let wanted: Vec<IndexKey> = plan
-        .row_groups
-        .iter()
-        .flat_map(|a| {
-            rest_leaves
-                .iter()
-                .map(move |&c| (a.row_group, c, IndexKind::Offset))
-        })
-        .collect();
+    plan.row_groups
+        .extend(all_pass.map(|g| RowGroupAccess::whole(meta, g)));
+    // The reader's metadata holds offset indexes for every read chunk or none (an
+    // absent one reads as a chunk without pages): a file whose row groups all pass
+    // needs none; otherwise those row groups' chunks need theirs too.
+    let wanted: Vec<IndexKey> = if plan.row_groups.iter().all(|a| a.all_pass) {
+        Vec::new()
+    } else {
+        let rest_leaves = leaves(meta, &columns.rest_roots);
+        let out_leaves = leaves(meta, &columns.out_roots);
+        plan.row_groups
+            .iter()
+            .flat_map(|a| {
+                let read = if a.all_pass {
+                    &out_leaves
+                } else {
+                    &rest_leaves
+                };
+                read.iter()
+                    .map(move |&c| (a.row_group, c, IndexKind::Offset))
+            })
+            .collect()
+    };
     cache.page_indexes(
         path,
         &**source,
@@ -403,6 +446,18 @@ fn access_plan(
     Ok(plan)
 }
 
+impl RowGroupAccess {
+    /// Row group `g` of `meta`, every row of which passes: read whole.
+    fn whole(meta: &ParquetMetaData, g: usize) -> Self {
+        Self {
+            row_group: g,
+            selection: None,
+            rows: u64::try_from(meta.row_group(g).num_rows()).unwrap_or(0),
+            all_pass: true,
+        }
+    }
+}
+
 /// One task per row group of `access`, with its share of the decoded bytes.
 fn tasks(ctx: &Arc<FileCtx>, access: Vec<RowGroupAccess>) -> Vec<RgTask> {
     let schema = ctx.meta.file_metadata().schema_descr();
@@ -414,7 +469,11 @@ fn tasks(ctx: &Arc<FileCtx>, access: Vec<RowGroupAccess>) -> Vec<RgTask> {
             let bytes: u64 = (0..rg.num_columns())
                 .filter(|&c| {
                     let root = schema.get_column_root_idx(c);
-                    ctx.pred_roots.contains(&root) || ctx.rest_roots.contains(&root)
+                    if a.all_pass {
+                        ctx.out_roots.contains(&root)
+                    } else {
+                        ctx.pred_roots.contains(&root) || ctx.rest_roots.contains(&root)
+                    }
                 })
                 .map(|c| u64::try_from(rg.column(c).uncompressed_size()).unwrap_or(0))
                 .fold(0u64, u64::saturating_add);
@@ -425,6 +484,7 @@ fn tasks(ctx: &Arc<FileCtx>, access: Vec<RowGroupAccess>) -> Vec<RgTask> {
                 rows: a.rows,
                 limit: None,
                 estimated_bytes: bytes.saturating_mul(a.rows) / total,
+                all_pass: a.all_pass,
                 read_ahead: std::sync::OnceLock::new(),
             }
         })

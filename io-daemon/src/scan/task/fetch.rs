@@ -135,7 +135,8 @@ pub(crate) const READ_AHEAD_BYTES: u64 = crate::storage::object::MAX_REQUEST_BYT
 ///
 /// What is read: the first phase's columns (the predicate's, or the output's without
 /// one) under each task's page selection; with `with_rest`, the other output columns too
-/// (the scan's latest tasks read them whole: nearly every row passed). A task whose
+/// (the scan's latest tasks read them whole: nearly every row passed); every output
+/// column of a row group whose rows all pass (it reads nothing else). A task whose
 /// columns the column cache holds, or that already has a read-ahead, ends the group. A
 /// read that cannot start (a range outside the file) is left to the tasks, which report
 /// it at their turn.
@@ -156,12 +157,14 @@ pub(crate) fn read_ahead<'t>(
         {
             break;
         }
-        let mut roots = if ex.predicate.is_some() {
-            ctx.pred_roots.clone()
-        } else {
+        let mut roots = if ex.predicate.is_none() {
             ctx.rest_roots.clone()
+        } else if task.all_pass {
+            ctx.out_roots.clone()
+        } else {
+            ctx.pred_roots.clone()
         };
-        if with_rest && ex.predicate.is_some() {
+        if with_rest && ex.predicate.is_some() && !task.all_pass {
             roots.extend(&ctx.rest_roots);
         }
         if roots.is_empty()
@@ -177,7 +180,7 @@ pub(crate) fn read_ahead<'t>(
         // The group spans as many row groups as fit with every column the task may
         // read, even when it reads the predicate's only: the rest, read later by the
         // tasks, then goes in as few requests as they would have.
-        let whole = if roots.len() < ctx.pred_roots.len() + ctx.rest_roots.len() {
+        let whole = if !task.all_pass && roots.len() < ctx.pred_roots.len() + ctx.rest_roots.len() {
             let all: Vec<usize> = ctx
                 .pred_roots
                 .iter()

@@ -72,6 +72,8 @@ pub(crate) struct TaskOutput {
     pub(crate) rest_whole: bool,
     /// Reads served by the column cache.
     pub(crate) cached_reads: u64,
+    /// The task's rows all passed by statistics: it read them unfiltered.
+    pub(crate) all_pass: bool,
 }
 /// Where a task's output batches go, in row order: `false` when the scan no longer
 /// wants them (the task then stops).
@@ -99,7 +101,10 @@ pub(crate) fn run(
     emit: &mut Emit<'_>,
 ) -> Result<TaskOutput, ScanError> {
     let io = Arc::new(IoStats::default());
-    let mut out = TaskOutput::default();
+    let mut out = TaskOutput {
+        all_pass: task.all_pass,
+        ..TaskOutput::default()
+    };
     let ctx = &*task.file;
     // A batch leaves only if no read of a mapped file has faulted so far (the decoder
     // would have read zeros); the coordinator checks again after its sink has read it.
@@ -135,12 +140,20 @@ fn run_inner(
     emit: &mut dyn FnMut(RecordBatch) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
     let ctx = &*task.file;
-    let Some(pred) = ex.predicate else {
-        // No mask work at all: each decoded batch is projected and handed on.
+    let pred = ex.predicate.filter(|_| !task.all_pass);
+    let Some(pred) = pred else {
+        // No mask work at all: each decoded batch is projected and handed on. Without
+        // a predicate the output columns are the rest; where every row passes it,
+        // statistics say so, and its columns are read only if they are output.
+        let roots = if ex.predicate.is_some() {
+            &ctx.out_roots
+        } else {
+            &ctx.rest_roots
+        };
         return read_each(
             ctx,
             task,
-            &ctx.rest_roots,
+            roots,
             task.selection.clone(),
             task.limit,
             ex,
