@@ -6,8 +6,8 @@
 //! generator already knows each value's key in a vocabulary sorted by bytes, so this
 //! writer takes the keys as they are: [`DictionaryChunkWriter`] buffers a row group's
 //! levels and keys ([`levels`]), then writes the chunk Parquet's way: a PLAIN
-//! dictionary page holding the vocabulary's values that occur (in vocabulary order, so
-//! it is sorted), RLE_DICTIONARY data pages (v1: levels then keys, [`hybrid`]-encoded,
+//! dictionary page holding the vocabulary's values that occur (commonest first),
+//! RLE_DICTIONARY data pages (v1: levels then keys, [`hybrid`]-encoded,
 //! compressed with the run's codec, [`codec`]), chunk statistics, the column index
 //! (page min/max from the keys, since key order is byte order) and the offset index.
 //! The chunk is spliced into the row group with
@@ -223,22 +223,26 @@ impl DictionaryChunkWriter {
         let max_def = self.descr.max_def_level();
         let max_rep = self.descr.max_rep_level();
 
-        // The dictionary holds the values that occur, in vocabulary (byte) order; a
-        // key's dictionary index is its rank among them.
-        let mut remap = vec![u16::MAX; vocabulary.len()];
+        // The dictionary holds the values that occur, commonest first: the small
+        // indices go to the frequent values, whose packed keys then compress better
+        // (sorted by value, the keys of `phones.number` took 10% more bytes).
+        let mut counts = vec![0u32; vocabulary.len()];
         for &k in &self.keys {
-            remap[usize::from(k)] = 0;
+            counts[usize::from(k)] += 1;
         }
-        let mut dictionary_len = 0u16;
+        let mut used: Vec<u16> = (0..counts.len())
+            .filter(|&k| counts[k] > 0)
+            .map(|k| k as u16)
+            .collect();
+        used.sort_unstable_by_key(|&k| (std::cmp::Reverse(counts[usize::from(k)]), k));
+        let dictionary_len = used.len();
+        let mut remap = vec![u16::MAX; vocabulary.len()];
         let mut plain = Vec::new();
-        for (k, slot) in remap.iter_mut().enumerate() {
-            if *slot == 0 {
-                *slot = dictionary_len;
-                dictionary_len += 1;
-                let value = vocabulary.value(k).as_bytes();
-                plain.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                plain.extend_from_slice(value);
-            }
+        for (index, &k) in used.iter().enumerate() {
+            remap[usize::from(k)] = index as u16;
+            let value = vocabulary.value(usize::from(k)).as_bytes();
+            plain.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            plain.extend_from_slice(value);
         }
 
         let mut sink = TrackedWrite::new(Vec::new());
@@ -248,16 +252,16 @@ impl DictionaryChunkWriter {
         let dictionary_spec = page_writer.write_page(CompressedPage::new(
             Page::DictionaryPage {
                 buf: Bytes::from(std::mem::take(&mut compressed)),
-                num_values: u32::from(dictionary_len),
+                num_values: dictionary_len as u32,
                 encoding: Encoding::PLAIN,
-                is_sorted: true,
+                is_sorted: false,
             },
             plain.len(),
         ))?;
         let mut compressed_bytes = dictionary_spec.compressed_size as i64;
         let mut uncompressed_bytes = dictionary_spec.uncompressed_size as i64;
 
-        let key_width = hybrid::bit_width(u32::from(dictionary_len.saturating_sub(1)));
+        let key_width = hybrid::bit_width(dictionary_len.saturating_sub(1) as u32);
         let def_width = hybrid::bit_width(max_def as u32);
         let rep_width = hybrid::bit_width(max_rep as u32);
         let mut column_index = ColumnIndexBuilder::new(PhysicalType::BYTE_ARRAY);
