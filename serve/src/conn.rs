@@ -23,6 +23,9 @@ pub type Spawn = Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;
 
 /// What every connection of one host shares.
 pub(crate) struct Shared {
+    /// The accepting runtime: statement timers run there, not on the connection's own
+    /// runtime, whose thread is busy with the statement.
+    pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) data: PathBuf,
     pub(crate) engine: EngineOptions,
     pub(crate) spawn: Spawn,
@@ -33,7 +36,7 @@ pub(crate) struct Shared {
     /// Past this many, a new connection is refused with SQLSTATE 53300.
     pub(crate) max_connections: usize,
     /// The statements running now, by number: what a shutdown waits for, then stops.
-    pub(crate) running: Mutex<std::collections::HashMap<u64, Interrupt>>,
+    pub(crate) running: Mutex<std::collections::HashMap<u64, RunningStatement>>,
     pub(crate) next_statement: std::sync::atomic::AtomicU64,
     pub(crate) next_connection: std::sync::atomic::AtomicU64,
     /// Statements slower than this are logged.
@@ -52,7 +55,23 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .values()
         {
-            interrupt.fire(reason);
+            interrupt.interrupt.fire(reason);
+        }
+    }
+
+    /// Stops the running statement of the connection whose cancel key is `pid` and
+    /// `key` (a cancel request), if one runs.
+    pub(crate) fn cancel(&self, pid: i32, key: &[u8]) {
+        for statement in self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|s| s.key.as_ref().is_some_and(|(p, k)| *p == pid && k == key))
+        {
+            statement
+                .interrupt
+                .fire("canceling statement due to user request");
         }
     }
 
@@ -65,6 +84,18 @@ impl Shared {
     }
 }
 
+/// A running statement: what stops it, and how to see that its client went away.
+pub(crate) struct RunningStatement {
+    interrupt: Interrupt,
+    /// A duplicate of its client's socket.
+    peer: Option<Arc<std::net::TcpStream>>,
+    /// Its connection's cancel key (process id and secret).
+    key: Option<(i32, bytes::Bytes)>,
+    /// Its connection's log span.
+    span: tracing::Span,
+    started: std::time::Instant,
+}
+
 /// A statement's entry in [`Shared::running`], removed when it ends.
 struct Running<'a> {
     shared: &'a Shared,
@@ -72,14 +103,65 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
-    fn register(shared: &'a Shared, interrupt: &Interrupt) -> Self {
+    fn register(connection: &'a Connection, interrupt: &Interrupt) -> Self {
+        let shared = &*connection.shared;
         let id = shared.next_statement.fetch_add(1, Ordering::Relaxed);
+        let statement = RunningStatement {
+            interrupt: interrupt.clone(),
+            peer: connection.peer.clone(),
+            key: connection.cancel_key.get().cloned(),
+            span: tracing::Span::current(),
+            started: std::time::Instant::now(),
+        };
         shared
             .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, interrupt.clone());
+            .insert(id, statement);
         Self { shared, id }
+    }
+}
+
+/// Stops the statements whose client has gone (its socket reached end of file, or it
+/// sent Terminate): looks every 100 ms at those running for 100 ms or more, without
+/// consuming anything (a peek at a duplicate of the socket). Runs for the host's life.
+pub(crate) async fn watch_clients(shared: Arc<Shared>) {
+    const EVERY: Duration = Duration::from_millis(100);
+    loop {
+        tokio::time::sleep(EVERY).await;
+        let running = shared
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for statement in running.values() {
+            let Some(peer) = &statement.peer else {
+                continue;
+            };
+            if statement.started.elapsed() < EVERY || statement.interrupt.reason().is_some() {
+                continue;
+            }
+            if let Some(why) = client_gone(peer) {
+                statement
+                    .span
+                    .in_scope(|| tracing::info!(%why, "stopping its statement"));
+                statement
+                    .interrupt
+                    .fire(format!("canceling statement: {why}"));
+            }
+        }
+    }
+}
+
+/// Whether the client of `peer` has gone, and how.
+fn client_gone(peer: &std::net::TcpStream) -> Option<&'static str> {
+    let mut first = [0u8; 1];
+    match peer.peek(&mut first) {
+        Ok(0) => Some("the client closed the connection"),
+        Ok(_) if first[0] == b'X' => Some("the client ended the session"),
+        Ok(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => None,
+        Err(_) => Some("the connection to the client failed"),
     }
 }
 
@@ -141,7 +223,9 @@ pub(crate) struct Connection {
     pub(crate) scram: Mutex<Option<crate::scram::Exchange>>,
     /// A duplicate of the client's socket (non-blocking, as tokio's), peeked at while
     /// a statement runs to see whether the client is still there.
-    peer: Option<std::net::TcpStream>,
+    peer: Option<Arc<std::net::TcpStream>>,
+    /// The cancel key the client was given at startup.
+    pub(crate) cancel_key: std::sync::OnceLock<(i32, bytes::Bytes)>,
     /// Statements executed, and those that failed (for the log's closing line).
     statements: std::sync::atomic::AtomicU64,
     failed: std::sync::atomic::AtomicU64,
@@ -187,7 +271,8 @@ pub(crate) enum Outcome {
 impl Connection {
     pub(crate) fn new(shared: Arc<Shared>, slot: Slot, peer: Option<std::net::TcpStream>) -> Self {
         Self {
-            peer,
+            peer: peer.map(Arc::new),
+            cancel_key: std::sync::OnceLock::new(),
             scram: Mutex::new(None),
             shared,
             slot,
@@ -278,23 +363,24 @@ impl Connection {
         self.settings.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `f` on the session (opened first if need be) on a blocking thread.
-    pub(crate) async fn with_session<T: Send + 'static>(
+    /// Runs `f` on the session (opened first if need be), here: the connection's
+    /// thread has nothing else to do meanwhile (a cancel request, a timeout and a
+    /// client gone reach the statement from other threads, through its interrupt).
+    pub(crate) async fn with_session<T>(
         &self,
-        f: impl FnOnce(&mut SqlSession) -> Result<T, EngineError> + Send + 'static,
+        f: impl FnOnce(&mut SqlSession) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
-        let session = Arc::clone(&self.session);
-        let shared = Arc::clone(&self.shared);
-        let zone = self.settings().get("TimeZone");
-        let settings = Arc::clone(&self.settings);
-        let database = self
-            .database
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let mut slot = session.lock().unwrap_or_else(PoisonError::into_inner);
-            if slot.is_none() {
+        let shared = &self.shared;
+        let mut slot = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            let zone = self.settings().get("TimeZone");
+            let settings = Arc::clone(&self.settings);
+            let database = self
+                .database
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            {
                 let spawn = || (shared.spawn)();
                 let mut options = shared.engine.clone();
                 if !zone.is_empty() {
@@ -313,12 +399,13 @@ impl Connection {
                 .map_err(EngineError::Query)?;
                 *slot = Some(opened);
             }
-            f(slot.as_mut().expect("opened above"))
-        })
-        .await;
-        joined.unwrap_or_else(|e| {
+        }
+        let session = slot.as_mut().expect("opened above");
+        // A panic fails the statement, not the connection.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(session))).unwrap_or_else(|_| {
             Err(EngineError::Runtime(std::io::Error::other(format!(
-                "the statement's thread failed: {e}"
+                "the statement failed: {}",
+                crate::last_panic().unwrap_or_default()
             ))))
         })
     }
@@ -454,36 +541,28 @@ impl Connection {
     ) -> Result<QueryOutcome, EngineError> {
         let interrupt = Interrupt::new();
         let _stop_on_drop = FireOnDrop(interrupt.clone());
-        let _running = Running::register(&self.shared, &interrupt);
+        // Seen by cancel requests, the shutdown and the watch for clients gone.
+        let _running = Running::register(self, &interrupt);
         let started = std::time::Instant::now();
-        let logged = sql.clone();
         let timer = timeout.map(|after| {
             let interrupt = interrupt.clone();
-            tokio::spawn(async move {
+            self.shared.runtime.spawn(async move {
                 tokio::time::sleep(after).await;
                 interrupt.fire("canceling statement due to statement timeout");
             })
         });
-        let stop = interrupt.clone();
         let use_cache = !catalog && self.settings().result_cache();
-        let work = self.with_session(move |session| {
-            let outcome = session.query_until(&sql, params, use_cache, &interrupt);
-            if catalog {
-                // The catalog is computed when scanned: its plans must not outlive
-                // the tables they listed.
-                session.forget_plan(&sql);
-            }
-            outcome
-        });
-        tokio::pin!(work);
-        let result = tokio::select! {
-            result = &mut work => result,
-            why = self.client_gone() => {
-                tracing::info!(%why, "stopping its statement");
-                stop.fire(format!("canceling statement: {why}"));
-                work.await
-            }
-        };
+        let result = self
+            .with_session(|session| {
+                let outcome = session.query_until(&sql, params, use_cache, &interrupt);
+                if catalog {
+                    // The catalog is computed when scanned: its plans must not outlive
+                    // the tables they listed.
+                    session.forget_plan(&sql);
+                }
+                outcome
+            })
+            .await;
         if let Some(timer) = timer {
             timer.abort();
         }
@@ -499,32 +578,11 @@ impl Connection {
         if took >= self.shared.slow_statement {
             tracing::warn!(
                 ms = took.as_millis(),
-                statement = %one_line(&logged),
+                statement = %one_line(&sql),
                 "slow statement"
             );
         }
         result
-    }
-
-    /// Resolves when the client has gone while a statement runs: its socket reached
-    /// end of file or it sent Terminate. Looks every 100 ms, from 100 ms on, without
-    /// consuming anything (a peek at a duplicate of the socket).
-    async fn client_gone(&self) -> &'static str {
-        let Some(peer) = &self.peer else {
-            return std::future::pending().await;
-        };
-        loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let mut first = [0u8; 1];
-            match peer.peek(&mut first) {
-                Ok(0) => return "the client closed the connection",
-                Ok(_) if first[0] == b'X' => return "the client ended the session",
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return "the connection to the client failed",
-            }
-        }
     }
 
     /// Moves the engine's session zone: to `zone`, or back to the startup value or the

@@ -65,9 +65,28 @@ impl PgWireServerHandlers for Handlers {
     }
 
     fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
-        Arc::new(DefaultCancelHandler::new(Arc::clone(
-            &self.0.shared.manager,
-        )))
+        Arc::new(Cancel {
+            shared: Arc::clone(&self.0.shared),
+            pgwire: DefaultCancelHandler::new(Arc::clone(&self.0.shared.manager)),
+        })
+    }
+}
+
+/// A cancel request (it comes on a connection of its own): stops the statement running
+/// on the connection it names. A statement runs on its connection's thread, so that
+/// connection does not see pgwire's own signal until the statement ends: its interrupt
+/// stops it.
+struct Cancel {
+    shared: Arc<crate::conn::Shared>,
+    pgwire: DefaultCancelHandler,
+}
+
+#[async_trait]
+impl pgwire::api::cancel::CancelHandler for Cancel {
+    async fn on_cancel_request(&self, request: pgwire::messages::cancel::CancelRequest) {
+        self.shared
+            .cancel(request.pid, &request.secret_key.to_bytes());
+        self.pgwire.on_cancel_request(request).await;
     }
 }
 
@@ -229,6 +248,7 @@ impl Handler {
         let conn = &self.0;
         let (pid, key) = KEYS.generate(client);
         client.set_pid_and_secret_key(pid, key.clone());
+        let _ = conn.cancel_key.set((pid, key.to_bytes()));
         let (handle, guard) = conn.shared.manager.register(pid, key);
         client
             .session_extensions()

@@ -1,10 +1,15 @@
 //! `ringscan serve`: a long-running query host that PostgreSQL clients connect to.
 //!
-//! One tokio runtime accepts connections and speaks the wire protocol (the `pgwire`
-//! crate); each connection gets its own [`SqlSession`] (its plan and result caches, its
-//! rings), opened on its first statement and run on tokio's blocking threads, since the
-//! engine blocks on the daemon's ring. The IO daemon of the data directory is shared
-//! and started on demand, as for `ringscan query`.
+//! One tokio runtime accepts connections, handles signals, metrics and statement
+//! timers, and watches for clients that go away mid-statement. Each connection runs on
+//! its own thread with its own single-threaded runtime, which speaks the wire protocol
+//! (the `pgwire` crate) and runs the connection's statements inline: the engine blocks
+//! on the daemon's answers, and on its own thread that costs nothing, where handing each
+//! statement to a pool thread and back cost a point lookup most of its time (thread
+//! wake-ups). Each connection gets its own [`SqlSession`] (its plan and result caches,
+//! its rings, a runtime whose workers run a plan's partitions), opened on its first
+//! statement. The IO daemon of the data directory is shared and started on demand, as
+//! for `ringscan query`.
 //!
 //! - Protocol: simple and extended query (named and unnamed statements and portals,
 //!   `$n` parameters typed by the client or by their use, text and binary formats for
@@ -80,12 +85,14 @@ pub struct ServeOptions {
 
 /// The socket and a duplicate of it (`None` where the system would not make one) that
 /// shows whether the client is still there while a statement runs.
+/// Both leave the accepting runtime: the connection's own thread registers the socket
+/// with its runtime.
 fn duplicate(
     socket: tokio::net::TcpStream,
-) -> io::Result<(tokio::net::TcpStream, Option<std::net::TcpStream>)> {
+) -> io::Result<(std::net::TcpStream, Option<std::net::TcpStream>)> {
     let socket = socket.into_std()?;
     let peer = socket.try_clone().ok();
-    Ok((tokio::net::TcpStream::from_std(socket)?, peer))
+    Ok((socket, peer))
 }
 
 thread_local! {
@@ -226,7 +233,10 @@ async fn serve(
         None => None,
     };
     ready(bound);
+    // Set once the host stops: every connection's thread ends its connection.
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     let shared = Arc::new(conn::Shared {
+        runtime: tokio::runtime::Handle::current(),
         data: options.data,
         engine: options.engine,
         spawn,
@@ -253,6 +263,8 @@ async fn serve(
             counted.open.load(std::sync::atomic::Ordering::Relaxed) as u64
         }));
     }
+    tokio::spawn(conn::watch_clients(Arc::clone(&shared)));
+    // One task per connection, which ends when the connection's thread does.
     let mut connections = tokio::task::JoinSet::new();
     let signal = loop {
         tokio::select! {
@@ -286,29 +298,38 @@ async fn serve(
                 let idle_timeout = options.idle_timeout;
                 let tls = options.tls.clone();
                 let span = tracing::info_span!("connection", id, %peer);
-                connections.spawn(tracing::Instrument::instrument(async move {
+                let mut stop = stop.clone();
+                let (ended, end) = tokio::sync::oneshot::channel::<()>();
+                let serve_one = async move {
                     let started = Instant::now();
                     tracing::debug!("accepted");
                     // A message pgwire's decoder cannot take makes it panic: that
                     // closes this connection, with one line saying why.
-                    let serving = std::panic::AssertUnwindSafe(socket::process(
-                        socket,
-                        peer,
-                        handlers,
-                        connection.idle_for(idle_timeout),
-                        tls.clone(),
-                    ))
+                    let serving = std::panic::AssertUnwindSafe(async {
+                        let socket = tokio::net::TcpStream::from_std(socket)?;
+                        socket::process(
+                            socket,
+                            peer,
+                            handlers,
+                            connection.idle_for(idle_timeout),
+                            tls,
+                        )
+                        .await
+                    })
                     .catch_unwind();
-                    let why = match serving.await {
-                        Ok(Ok(None)) => "the client closed it".to_owned(),
-                        Ok(Ok(Some(idle))) => {
-                            format!("idle for {:.1} s: --idle-timeout", idle.as_secs_f64())
-                        }
-                        Ok(Err(e)) => e.to_string(),
-                        Err(_) => format!(
-                            "a malformed protocol message: {}",
-                            last_panic().unwrap_or_default()
-                        ),
+                    let why = tokio::select! {
+                        served = serving => match served {
+                            Ok(Ok(None)) => "the client closed it".to_owned(),
+                            Ok(Ok(Some(idle))) => {
+                                format!("idle for {:.1} s: --idle-timeout", idle.as_secs_f64())
+                            }
+                            Ok(Err(e)) => e.to_string(),
+                            Err(_) => format!(
+                                "a malformed protocol message: {}",
+                                last_panic().unwrap_or_default()
+                            ),
+                        },
+                        _ = stop.wait_for(|stopped| *stopped) => "the host stopped".to_owned(),
                     };
                     let (statements, failed) = connection.statement_counts();
                     tracing::info!(
@@ -318,7 +339,27 @@ async fn serve(
                         why,
                         "connection closed"
                     );
-                }, span));
+                };
+                let thread = std::thread::Builder::new()
+                    .name(THREAD_NAME.into())
+                    .spawn(move || {
+                        let runtime = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build();
+                        match runtime {
+                            Ok(runtime) => {
+                                runtime.block_on(tracing::Instrument::instrument(serve_one, span))
+                            }
+                            Err(e) => tracing::warn!(error = %e, "a connection's runtime failed"),
+                        }
+                        drop(ended);
+                    });
+                match thread {
+                    Ok(_) => drop(connections.spawn(async move {
+                        let _ = end.await;
+                    })),
+                    Err(e) => tracing::warn!(%peer, error = %e, "a connection's thread failed"),
+                }
             }
         }
     };
@@ -347,7 +388,12 @@ async fn serve(
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    connections.abort_all();
-    while connections.join_next().await.is_some() {}
+    let _ = stopping.send(true);
+    // A connection's thread ends at its next await; one stuck in a statement that
+    // does not stop is left to the process's exit.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
     Ok(())
 }

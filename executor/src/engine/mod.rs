@@ -455,6 +455,20 @@ impl SqlSession {
         })
     }
 
+    /// Runs `work` to its end on this thread, with the session's runtime as the
+    /// current one: what the plan spawns (its partitions) runs on that runtime's
+    /// workers. On a thread that drives another runtime already (the host runs each
+    /// connection on its own thread and runtime, and its statements inline), where
+    /// tokio refuses a nested `block_on`, this thread polls `work` itself and sleeps
+    /// between polls: it has nothing else to do meanwhile.
+    fn wait<F: std::future::Future>(&self, work: F) -> F::Output {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.runtime.block_on(work);
+        }
+        let _current = self.runtime.enter();
+        poll_here(work)
+    }
+
     /// The session time zone (`SET TimeZone` changes it).
     pub fn time_zone(&self) -> Arc<str> {
         self.settings.time_zone()
@@ -540,7 +554,7 @@ impl SqlSession {
         let mut statement = state.sql_to_statement(sql, &dialect)?;
         refuse_table_ddl(&statement)?;
         exponent_literals_as_double(&mut statement);
-        let logical = self.runtime.block_on(state.statement_to_plan(statement))?;
+        let logical = self.wait(state.statement_to_plan(statement))?;
         refuse_writes(&logical)?;
         let params = parameter_types(&logical)?;
         let explain = matches!(logical, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_));
@@ -560,9 +574,7 @@ impl SqlSession {
                 })
             });
         let (plan, text) = if params.is_empty() {
-            let df = self
-                .runtime
-                .block_on(self.ctx.execute_logical_plan(logical))?;
+            let df = self.wait(self.ctx.execute_logical_plan(logical))?;
             if invalidates {
                 self.follow_time_zone()?;
             }
@@ -740,7 +752,7 @@ impl SqlSession {
         if let Some(plan) = kept.as_ref() {
             return Ok(reset_plan_states(Arc::clone(plan))?);
         }
-        let plan = self.runtime.block_on(
+        let plan = self.wait(
             state
                 .query_planner()
                 .create_physical_plan(&cached.plan, state),
@@ -866,10 +878,7 @@ impl SqlSession {
         }
         let running = Box::pin(collect(Arc::clone(&physical), task));
         let stopped = Box::pin(interrupt.fired());
-        let batches = match self
-            .runtime
-            .block_on(futures::future::select(running, stopped))
-        {
+        let batches = match self.wait(futures::future::select(running, stopped)) {
             futures::future::Either::Left((Err(e), _)) if writes => {
                 // The table may have been made anew with other columns: plan again.
                 self.plans.remove(&sql.to_owned());
@@ -1072,6 +1081,31 @@ pub struct Prepared {
 }
 
 /// `$1`, `$2`... of `plan` in order, each with the type its use gives it.
+/// Polls `work` on this thread until it is done, parked between polls until its waker
+/// is called. Unlike `futures::executor::block_on`, it may run inside a future polled
+/// by that executor (the catalog's tables are listed with it, from inside a plan).
+fn poll_here<F: std::future::Future>(work: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut work = std::pin::pin!(work);
+    loop {
+        if let std::task::Poll::Ready(done) = work.as_mut().poll(&mut cx) {
+            return done;
+        }
+        // A wake-up before the park leaves its token: the park returns at once.
+        std::thread::park();
+    }
+}
+
 fn parameter_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>, EngineError> {
     let found = plan.get_parameter_types()?;
     let mut params = Vec::new();
@@ -1461,6 +1495,40 @@ fn micros(since: Instant) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`poll_here`] waits for a wake-up from another thread, also inside a future
+    /// that `futures::executor::block_on` polls (where that executor refuses to nest)
+    /// and on a single-threaded tokio runtime's thread, for a timer of another runtime
+    /// (as a host's connection thread runs its session's statements).
+    #[test]
+    fn polling_here_nests_and_waits_for_other_threads() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.send(7).expect("receiver alive");
+        });
+        let got = futures::executor::block_on(async { poll_here(rx) });
+        assert_eq!(got, Ok(7));
+        sender.join().expect("sender");
+        let connection = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let session = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let slept = connection.block_on(async {
+            let started = Instant::now();
+            let _current = session.enter();
+            poll_here(async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            });
+            started.elapsed()
+        });
+        assert!(slept >= Duration::from_millis(20), "{slept:?}");
+    }
 
     /// The one-scan shortcut of [`combined_summary`] gives what combining the scan
     /// alone gives, for a daemon's counters, for counters without ring waits, and for
