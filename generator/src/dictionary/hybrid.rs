@@ -33,6 +33,30 @@ fn put_uleb128(out: &mut Vec<u8>, mut value: u64) {
 
 /// Appends `values` (each below `2^bit_width`) to `out`, hybrid-encoded.
 pub(crate) fn encode(values: &[u16], bit_width: u8, out: &mut Vec<u8>) {
+    encode_runs(values, bit_width, out, |_, _| {});
+}
+
+/// [`encode`], adding to `counts[v]` the number of times each value `v` occurs (the
+/// level histograms, counted a run at a time).
+pub(crate) fn encode_counting(
+    values: &[u16],
+    bit_width: u8,
+    out: &mut Vec<u8>,
+    counts: &mut [i64],
+) {
+    encode_runs(values, bit_width, out, |value, run| {
+        counts[usize::from(value)] += run as i64
+    });
+}
+
+/// [`encode`], telling `on_run` each stretch of equal values.
+#[inline(always)]
+fn encode_runs(
+    values: &[u16],
+    bit_width: u8,
+    out: &mut Vec<u8>,
+    mut on_run: impl FnMut(u16, usize),
+) {
     debug_assert!((1..=16).contains(&bit_width));
     debug_assert!(values.iter().all(|&v| u32::from(v) < 1u32 << bit_width));
     let mut literal_start = 0;
@@ -44,6 +68,7 @@ pub(crate) fn encode(values: &[u16], bit_width: u8, out: &mut Vec<u8>) {
             end += 1;
         }
         let run = end - i;
+        on_run(value, run);
         if run >= MIN_REPEAT {
             // The literals before the run must fill whole groups: lend them the first
             // few values of the run.
@@ -71,25 +96,16 @@ fn put_packed(values: &[u16], bit_width: u8, out: &mut Vec<u8>) {
     for run in values.chunks(MAX_PACKED_VALUES) {
         let groups = run.len().div_ceil(8);
         put_uleb128(out, ((groups as u64) << 1) | 1);
-        out.reserve(groups * usize::from(bit_width));
-        let width = u32::from(bit_width);
-        let mut acc: u64 = 0;
-        let mut bits: u32 = 0;
-        for &v in run {
-            acc |= u64::from(v) << bits;
-            bits += width;
-            while bits >= 8 {
-                out.push(acc as u8);
-                acc >>= 8;
-                bits -= 8;
+        let width = usize::from(bit_width);
+        out.reserve(groups * width);
+        // 8 values of at most 16 bits fill at most 128 bits: `width` whole bytes. The
+        // last group is padded with zeros.
+        for group in run.chunks(8) {
+            let mut acc: u128 = 0;
+            for (i, &v) in group.iter().enumerate() {
+                acc |= u128::from(v) << (i * width);
             }
-        }
-        // Zero padding up to the group boundary: 8 values of `width` bits are
-        // `width` whole bytes.
-        let padding = (groups * 8 - run.len()) as u32 * width + bits;
-        for _ in 0..padding.div_ceil(8) {
-            out.push(acc as u8);
-            acc >>= 8;
+            out.extend_from_slice(&acc.to_le_bytes()[..width]);
         }
     }
 }

@@ -282,12 +282,17 @@ impl DictionaryChunkWriter {
             let levels = span.levels.0..span.levels.1;
             let keys = &self.keys[span.keys.0..span.keys.1];
             page_buf.clear();
-            if max_rep > 0 {
-                put_levels(&self.rep[levels.clone()], rep_width, &mut page_buf);
+            // Page histograms, counted while the levels are encoded.
+            let mut rep_hist = LevelHistogram::try_new(max_rep).map(Vec::from);
+            let mut def_hist = LevelHistogram::try_new(max_def).map(Vec::from);
+            if let Some(counts) = &mut rep_hist {
+                put_levels(&self.rep[levels.clone()], rep_width, &mut page_buf, counts);
             }
-            if max_def > 0 {
-                put_levels(&self.def[levels.clone()], def_width, &mut page_buf);
+            if let Some(counts) = &mut def_hist {
+                put_levels(&self.def[levels.clone()], def_width, &mut page_buf, counts);
             }
+            let rep_hist = rep_hist.map(LevelHistogram::from);
+            let def_hist = def_hist.map(LevelHistogram::from);
             page_buf.push(key_width);
             page_keys.clear();
             page_keys.extend(keys.iter().map(|&k| remap[usize::from(k)]));
@@ -339,8 +344,6 @@ impl DictionaryChunkWriter {
                     );
                 }
             }
-            let def_hist = histogram(&self.def[levels.clone()], max_def);
-            let rep_hist = histogram(self.rep.get(levels.clone()).unwrap_or(&[]), max_rep);
             add_histogram(&mut chunk_def_hist, &def_hist);
             add_histogram(&mut chunk_rep_hist, &rep_hist);
             column_index.append_histograms(&rep_hist, &def_hist);
@@ -408,24 +411,13 @@ impl DictionaryChunkWriter {
 }
 
 /// Appends a v1 data page's levels: their byte length, then the hybrid encoding.
-fn put_levels(levels: &[u16], bit_width: u8, out: &mut Vec<u8>) {
+/// `counts` gets each level's count added.
+fn put_levels(levels: &[u16], bit_width: u8, out: &mut Vec<u8>, counts: &mut [i64]) {
     let at = out.len();
     out.extend_from_slice(&[0; 4]);
-    hybrid::encode(levels, bit_width, out);
+    hybrid::encode_counting(levels, bit_width, out, counts);
     let len = (out.len() - at - 4) as u32;
     out[at..at + 4].copy_from_slice(&len.to_le_bytes());
-}
-
-/// Counts of each level in `levels`, or `None` where the column has none (max 0).
-fn histogram(levels: &[u16], max_level: i16) -> Option<LevelHistogram> {
-    if max_level <= 0 {
-        return None;
-    }
-    let mut counts = vec![0i64; max_level as usize + 1];
-    for &l in levels {
-        counts[usize::from(l)] += 1;
-    }
-    Some(LevelHistogram::from(counts))
 }
 
 fn add_histogram(total: &mut Option<LevelHistogram>, page: &Option<LevelHistogram>) {
