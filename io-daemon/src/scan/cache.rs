@@ -1,5 +1,6 @@
 //! A byte-bounded LRU cache of parsed Parquet footers and of the page indexes loaded
-//! for them, column by column.
+//! for them, column by column; for an object, also the page-index bytes its footer's
+//! read brought along, from which those indexes are decoded without a request.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -85,6 +86,27 @@ struct Entry {
     /// by that set (most recent last, at most [`DENSE_KEPT`]): a point lookup reads the
     /// same few chunks of a row group every time.
     dense: Vec<(Vec<(usize, usize)>, DenseMetadata)>,
+    /// An object's page indexes as its footer's read brought them along (the bytes
+    /// between the first page index and the footer that its tail covered): page
+    /// indexes inside are decoded from here, no request made. `None` for local files.
+    index_tail: Option<IndexTail>,
+}
+
+/// Bytes of a file from `start` on, kept from the read of its footer.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexTail {
+    /// Where `bytes` start in the file.
+    pub(crate) start: u64,
+    pub(crate) bytes: Bytes,
+}
+
+impl IndexTail {
+    /// The bytes of `range` if it lies inside.
+    pub(crate) fn get(&self, range: &std::ops::Range<u64>) -> Option<Bytes> {
+        let from = usize::try_from(range.start.checked_sub(self.start)?).ok()?;
+        let to = from.checked_add(usize::try_from(range.end.checked_sub(range.start)?).ok()?)?;
+        (to <= self.bytes.len()).then(|| self.bytes.slice(from..to))
+    }
 }
 
 /// Footers with offset indexes kept per file.
@@ -229,10 +251,13 @@ impl MetadataCache {
                 .with_page_index_policy(PageIndexPolicy::Skip)
                 .parse_and_finish(file)
             {
-                Ok(meta) => Ok(meta),
+                Ok(meta) => Ok((meta, None)),
                 // Refused: a field of the wrong type, which other readers skip, may be
                 // all that is wrong (see `thrift_walk`).
-                Err(refused) => repaired_footer(file).ok_or(refused).map_err(corrupt),
+                Err(refused) => repaired_footer(file)
+                    .map(|meta| (meta, None))
+                    .ok_or(refused)
+                    .map_err(corrupt),
             }
         })
     }
@@ -240,7 +265,9 @@ impl MetadataCache {
     /// The footer of the object `source` (at `path`, its URL), parsed or from the
     /// cache (keyed by URL, valid for the object's size and ETag), without page
     /// indexes. A miss costs one ranged GET of the object's last
-    /// [`FOOTER_HINT_BYTES`], and a second only for a larger footer.
+    /// [`FOOTER_HINT_BYTES`], and a second only for a larger footer. The page indexes
+    /// that GET brought along (Parquet writers put them just before the footer) are
+    /// kept with the footer, for [`page_indexes`](Self::page_indexes).
     pub(crate) fn get_or_load_object(
         &self,
         path: &Path,
@@ -265,13 +292,15 @@ impl MetadataCache {
                     reason: "encrypted Parquet is not supported".to_owned(),
                 });
             }
-            ParquetMetaDataReader::new()
+            let meta = ParquetMetaDataReader::new()
                 .with_page_index_policy(PageIndexPolicy::Skip)
                 .parse_and_finish(&tail)
                 .map_err(|source| ScanError::Corrupt {
                     file: path.to_path_buf(),
                     source,
-                })
+                })?;
+            let kept = tail.page_indexes(&meta);
+            Ok((meta, kept))
         })
     }
 
@@ -280,7 +309,7 @@ impl MetadataCache {
         &self,
         path: &Path,
         version: Version,
-        parse: impl FnOnce() -> Result<ParquetMetaData, ScanError>,
+        parse: impl FnOnce() -> Result<(ParquetMetaData, Option<IndexTail>), ScanError>,
     ) -> Result<Arc<ParquetMetaData>, ScanError> {
         {
             let mut inner = self.lock();
@@ -295,9 +324,9 @@ impl MetadataCache {
             }
             inner.stats.misses += 1;
         }
-        let meta = guard_panic(path, parse)?;
+        let (meta, index_tail) = guard_panic(path, parse)?;
         let meta = Arc::new(with_true_row_count(meta));
-        self.insert(path, version, &meta);
+        self.insert(path, version, &meta, index_tail);
         Ok(meta)
     }
 
@@ -320,9 +349,11 @@ impl MetadataCache {
         stop: &dyn Fn() -> bool,
     ) -> Result<(), ScanError> {
         let mut missing = Vec::new();
+        let index_tail;
         {
             let mut inner = self.lock();
             let entry = inner.entry_of(path, meta);
+            index_tail = entry.and_then(|e| e.index_tail.clone());
             let mut hits = 0;
             for &key in wanted {
                 match entry.and_then(|e| e.indexes.get(&key)) {
@@ -340,7 +371,15 @@ impl MetadataCache {
         if missing.is_empty() {
             return Ok(());
         }
-        let loaded = page_index::load(path, source, meta, &missing, load, stop)?;
+        let loaded = page_index::load(
+            path,
+            source,
+            index_tail.as_ref(),
+            meta,
+            &missing,
+            load,
+            stop,
+        )?;
         for (key, ix) in &loaded {
             into.insert(*key, ix);
         }
@@ -447,8 +486,14 @@ impl MetadataCache {
         Ok(built)
     }
 
-    fn insert(&self, path: &Path, version: Version, meta: &Arc<ParquetMetaData>) {
-        let bytes = meta.memory_size();
+    fn insert(
+        &self,
+        path: &Path,
+        version: Version,
+        meta: &Arc<ParquetMetaData>,
+        index_tail: Option<IndexTail>,
+    ) {
+        let bytes = meta.memory_size() + index_tail.as_ref().map_or(0, |t| t.bytes.len());
         let entry = Entry {
             version,
             meta: Arc::clone(meta),
@@ -456,6 +501,7 @@ impl MetadataCache {
             derived: None,
             blooms: HashMap::new(),
             dense: Vec::new(),
+            index_tail,
         };
         // Replaces an older version; a footer larger than the budget is not kept.
         self.lock().files.insert(path.to_path_buf(), entry, bytes);
@@ -485,6 +531,44 @@ impl FooterTail {
             source,
             start,
             bytes,
+        })
+    }
+}
+
+impl FooterTail {
+    /// What the tail holds of the page indexes of `meta` (its footer): the bytes from
+    /// the first column or offset index it covers up to the footer; `None` when it
+    /// covers none.
+    fn page_indexes(&self, meta: &ParquetMetaData) -> Option<IndexTail> {
+        let first = meta
+            .row_groups()
+            .iter()
+            .flat_map(|rg| rg.columns())
+            .flat_map(|c| [c.column_index_offset(), c.offset_index_offset()])
+            .flatten()
+            .filter_map(|o| u64::try_from(o).ok())
+            .filter(|&o| o >= self.start)
+            .min()?;
+        // The footer: its length, 4 bytes, and the magic end the file.
+        let len = self.source.len();
+        let footer_len = len
+            .checked_sub(8)
+            .and_then(|at| {
+                let from = usize::try_from(at.checked_sub(self.start)?).ok()?;
+                self.bytes.get(from..)
+            })
+            .and_then(|b| b.get(..4))
+            .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])))?;
+        let end = len.checked_sub(8)?.checked_sub(footer_len)?;
+        if first >= end {
+            return None;
+        }
+        let from = usize::try_from(first - self.start).ok()?;
+        let to = usize::try_from(end - self.start).ok()?;
+        (to <= self.bytes.len()).then(|| IndexTail {
+            start: first,
+            // A copy: the footer's bytes (the rest of the tail) are not kept.
+            bytes: Bytes::copy_from_slice(&self.bytes[from..to]),
         })
     }
 }
@@ -635,6 +719,114 @@ mod tests {
         assert_eq!(stats.entries, 2, "{stats:?}");
         let alive = weak.iter().filter(|w| w.strong_count() > 0).count();
         assert_eq!(alive, 2, "footers alive beyond the two the budget holds");
+    }
+
+    /// Counts the reads that reach a file.
+    #[derive(Debug)]
+    struct Counting {
+        inner: crate::storage::LocalFile,
+        reads: std::sync::atomic::AtomicU64,
+    }
+
+    impl ByteRangeSource for Counting {
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+        fn read_range(&self, range: std::ops::Range<u64>) -> std::io::Result<Bytes> {
+            self.reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.inner.read_range(range)
+        }
+    }
+
+    /// The page indexes an object's footer read brought along are decoded from the kept
+    /// bytes with no read, and equal those read from the file; a tail that covers only
+    /// some of them serves those and reads the rest.
+    #[test]
+    fn page_indexes_come_from_the_footer_tail() {
+        use arrow_array::{Int64Array, RecordBatch, StringArray};
+        use parquet::file::properties::WriterProperties;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let rows = 4_000i64;
+        let batch = RecordBatch::try_from_iter([
+            ("x", Arc::new(Int64Array::from_iter_values(0..rows)) as _),
+            (
+                "s",
+                Arc::new(StringArray::from_iter_values(
+                    (0..rows).map(|i| format!("s{}", i % 97)),
+                )) as _,
+            ),
+        ])
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(500))
+            .set_data_page_row_count_limit(100)
+            .set_write_batch_size(100)
+            .build();
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            File::create(&path).unwrap(),
+            batch.schema(),
+            Some(props),
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+
+        let source = Arc::new(Counting {
+            inner: crate::storage::LocalFile::open(&path).unwrap(),
+            reads: Default::default(),
+        });
+        let reads = || source.reads.load(std::sync::atomic::Ordering::Relaxed);
+        let tail = FooterTail::fetch(Arc::clone(&source) as _, &|| false).unwrap();
+        assert_eq!(reads(), 1);
+        let meta = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Skip)
+            .parse_and_finish(&tail)
+            .unwrap();
+        assert_eq!(meta.num_row_groups(), 8);
+        let kept = tail
+            .page_indexes(&meta)
+            .expect("the tail holds the indexes");
+        let wanted: Vec<IndexKey> = (0..8)
+            .flat_map(|g| {
+                (0..2).flat_map(move |c| {
+                    [
+                        (g, c, page_index::IndexKind::Column),
+                        (g, c, page_index::IndexKind::Offset),
+                    ]
+                })
+            })
+            .collect();
+        let load = |tail: Option<&IndexTail>| {
+            let mut counts = IndexLoad::default();
+            let loaded =
+                page_index::load(&path, &*source, tail, &meta, &wanted, &mut counts, &|| {
+                    false
+                })
+                .unwrap();
+            (format!("{loaded:?}"), counts)
+        };
+        let before = reads();
+        let (from_tail, counts) = load(Some(&kept));
+        assert_eq!((reads(), counts.bytes_read), (before, 0));
+        assert_eq!(
+            counts.column_indexes_loaded + counts.offset_indexes_loaded,
+            32
+        );
+        let (from_file, counts) = load(None);
+        assert!(reads() > before && counts.bytes_read > 0);
+        assert_eq!(from_tail, from_file);
+
+        // Half the kept bytes: the indexes in the other half are read.
+        let half = IndexTail {
+            start: kept.start + kept.bytes.len() as u64 / 2,
+            bytes: kept.bytes.slice(kept.bytes.len() / 2..),
+        };
+        let (from_half, counts) = load(Some(&half));
+        assert!(counts.bytes_read > 0);
+        assert!(counts.bytes_read < kept.bytes.len() as u64);
+        assert_eq!(from_half, from_file);
     }
 
     /// A rewritten file's footer gets derived values of its own.

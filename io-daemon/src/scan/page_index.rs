@@ -30,6 +30,7 @@ use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation}
 
 use crate::prune::PageIndexes;
 
+use super::cache::IndexTail;
 use super::source::{coalesce, ByteRangeSource};
 use super::{guard_panic, ScanError};
 
@@ -244,11 +245,13 @@ fn decode_one(
 }
 
 /// Read and decode `wanted` (indexes missing from the cache) from `source`: one read per
-/// coalesced run of byte ranges. Every key gets an answer, [`LoadedIndex::Absent`] where
-/// the footer names no range.
+/// coalesced run of byte ranges, none for the bytes `tail` (kept from the footer's read)
+/// holds. Every key gets an answer, [`LoadedIndex::Absent`] where the footer names no
+/// range.
 pub(crate) fn load(
     path: &Path,
     source: &dyn ByteRangeSource,
+    tail: Option<&IndexTail>,
     meta: &ParquetMetaData,
     wanted: &[IndexKey],
     load: &mut IndexLoad,
@@ -309,24 +312,62 @@ pub(crate) fn load(
         to_read.iter().map(|(_, r)| r.clone()).collect(),
         source.coalesce_gap(),
     );
-    // All at once: an object store sends the requests concurrently, and gives up on
+    // What the footer's read brought along (`tail`) is decoded from memory, not
+    // counted as read (the footer's read counted it): each merged range splits into its
+    // head before the tail, to read, and the rest, from the tail. What is read is read
+    // all at once: an object store sends the requests concurrently, and gives up on
     // them once `stop` says so.
+    let split: Vec<(Option<Range<u64>>, Option<Bytes>)> = merged
+        .iter()
+        .map(|r| match tail {
+            Some(t) if r.end > t.start => {
+                let kept = t.get(&(r.start.max(t.start)..r.end));
+                match kept {
+                    Some(k) if r.start < t.start => (Some(r.start..t.start), Some(k)),
+                    Some(k) => (None, Some(k)),
+                    None => (Some(r.clone()), None),
+                }
+            }
+            _ => (Some(r.clone()), None),
+        })
+        .collect();
+    let missing: Vec<Range<u64>> = split.iter().filter_map(|(m, _)| m.clone()).collect();
     let start = Instant::now();
-    let parts = source
-        .read_ranges_until(&merged, stop)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::Interrupted => ScanError::Cancelled,
-            std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
-                file: path.to_path_buf(),
-                reason: e.to_string(),
-            },
-            _ => ScanError::Io {
-                file: path.to_path_buf(),
-                source: e,
-            },
-        })?;
-    load.bytes_read += parts.iter().map(|b| b.len() as u64).sum::<u64>();
+    let fetched = if missing.is_empty() {
+        Vec::new()
+    } else {
+        source
+            .read_ranges_until(&missing, stop)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::Interrupted => ScanError::Cancelled,
+                std::io::ErrorKind::UnexpectedEof => ScanError::Changed {
+                    file: path.to_path_buf(),
+                    reason: e.to_string(),
+                },
+                _ => ScanError::Io {
+                    file: path.to_path_buf(),
+                    source: e,
+                },
+            })?
+    };
+    load.bytes_read += fetched.iter().map(|b| b.len() as u64).sum::<u64>();
     load.io_us += u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let mut fetched = fetched.into_iter();
+    let parts: Vec<Bytes> = split
+        .into_iter()
+        .map(|(head, kept)| {
+            let head = head.and_then(|_| fetched.next());
+            match (head, kept) {
+                (Some(h), Some(k)) => {
+                    let mut joined = Vec::with_capacity(h.len() + k.len());
+                    joined.extend_from_slice(&h);
+                    joined.extend_from_slice(&k);
+                    Bytes::from(joined)
+                }
+                (h, k) => h.or(k).unwrap_or_default(),
+            }
+        })
+        .collect();
     let buffers: Vec<(u64, Bytes)> = merged.iter().map(|r| r.start).zip(parts).collect();
 
     for (key, r) in to_read {
