@@ -64,6 +64,13 @@ impl<W: Write + Send> FileWriter<W> {
         file_schema: SchemaRef,
         props: WriterProperties,
     ) -> Result<Self, ParquetError> {
+        // The row-group and page limits this writer keeps are the row counts; the
+        // others ArrowWriter offers are not implemented here.
+        if props.max_row_group_bytes().is_some() || props.content_defined_chunking().is_some() {
+            return Err(ParquetError::NYI(
+                "row groups cut by bytes or content-defined chunking".into(),
+            ));
+        }
         let max_row_group_rows = props.max_row_group_row_count().unwrap_or(usize::MAX).max(1);
         let (writer, factory) =
             ArrowWriter::try_new(sink, Arc::clone(&file_schema), Some(props.clone()))?
