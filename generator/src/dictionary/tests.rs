@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{Array, RecordBatch, StringArray};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ArrowWriter;
@@ -15,6 +15,8 @@ use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
+use super::levels::LeafLevels;
+use super::{check_vocabulary, DictionaryChunkWriter, MAX_VALUE_BYTES};
 use crate::datasets::{Contacts, Dataset};
 use crate::row_group::FileWriter;
 
@@ -200,4 +202,96 @@ fn reads_back_like_arrow_writers_file() {
         // The check itself, on the reference file.
         check_page_index(&their_rows, &their_meta);
     }
+}
+
+/// The leaf `name` of a one-column schema, and a writer for it with 3-row pages.
+fn name_writer() -> DictionaryChunkWriter {
+    let message = "message m { optional binary name (STRING); }";
+    let schema = parquet::schema::parser::parse_message_type(message).unwrap();
+    let descr = parquet::schema::types::SchemaDescriptor::new(Arc::new(schema));
+    let props = WriterProperties::builder()
+        .set_data_page_row_count_limit(3)
+        .build();
+    DictionaryChunkWriter::new(descr.column(0), &props).unwrap()
+}
+
+fn leaf(vocabulary: &[&str], keys: &[Option<u16>]) -> LeafLevels {
+    LeafLevels {
+        def: keys.iter().map(|k| u16::from(k.is_some())).collect(),
+        rep: Vec::new(),
+        keys: keys.iter().flatten().copied().collect(),
+        vocabulary: StringArray::from(vocabulary.to_vec()),
+        rows: keys.len(),
+    }
+}
+
+#[test]
+fn bad_vocabularies_and_keys_are_refused() {
+    assert!(check_vocabulary(&StringArray::from(vec!["a", "b"])).is_ok());
+    assert!(check_vocabulary(&StringArray::from(vec!["b", "a"])).is_err());
+    assert!(check_vocabulary(&StringArray::from(vec!["a", "a"])).is_err());
+    assert!(check_vocabulary(&StringArray::from(vec![Some("a"), None])).is_err());
+    assert!(check_vocabulary(&StringArray::from(vec!["x".repeat(MAX_VALUE_BYTES + 1)])).is_err());
+
+    let mut w = name_writer();
+    assert!(
+        w.write(leaf(&["a", "b"], &[Some(2)])).is_err(),
+        "a key past the vocabulary"
+    );
+    let mut w = name_writer();
+    w.write(leaf(&["a", "b"], &[Some(1), None])).unwrap();
+    let err = w.write(leaf(&["a", "c"], &[Some(0)])).unwrap_err();
+    assert!(
+        err.to_string().contains("changed within a row group"),
+        "{err}"
+    );
+    // An equal vocabulary in other buffers is the same vocabulary.
+    w.write(leaf(&["a", "b"], &[Some(0)])).unwrap();
+    assert_eq!(w.rows(), 3);
+}
+
+#[test]
+fn pages_end_at_the_row_limit_and_keep_only_used_values() {
+    let mut w = name_writer();
+    w.write(leaf(
+        &["a", "b", "c", "d"],
+        &[Some(3), None, Some(3), Some(0), None, None, Some(3)],
+    ))
+    .unwrap();
+    let (bytes, close) = w.close().unwrap();
+    let offsets = close.offset_index.as_ref().unwrap();
+    let first_rows: Vec<i64> = offsets
+        .page_locations
+        .iter()
+        .map(|p| p.first_row_index)
+        .collect();
+    assert_eq!(first_rows, [0, 3, 6]);
+    assert_eq!(close.rows_written, 7);
+    let ColumnIndexMetaData::BYTE_ARRAY(index) = close.column_index.as_ref().unwrap() else {
+        panic!("a byte-array column index")
+    };
+    // Pages: [d, -, d], [a, -, -], [d].
+    assert_eq!(index.min_value(0), Some(&b"d"[..]));
+    assert_eq!(index.min_value(1), Some(&b"a"[..]));
+    assert_eq!(index.max_value(1), Some(&b"a"[..]));
+    assert_eq!(
+        (
+            index.null_count(0),
+            index.null_count(1),
+            index.null_count(2)
+        ),
+        (Some(1), Some(2), Some(0))
+    );
+    assert_eq!(close.metadata.num_values(), 7);
+    let stats = close.metadata.statistics().unwrap();
+    assert_eq!(
+        (stats.min_bytes_opt(), stats.max_bytes_opt()),
+        (Some(&b"a"[..]), Some(&b"d"[..]))
+    );
+    // The dictionary page holds the two values used, the commonest first.
+    assert_eq!(close.metadata.dictionary_page_offset(), Some(0));
+    let dictionary = &bytes[..close.metadata.data_page_offset() as usize];
+    let d = dictionary.windows(1).position(|w| w == b"d").unwrap();
+    let a = dictionary.windows(1).position(|w| w == b"a").unwrap();
+    assert!(d < a, "d (3 times) before a (once)");
 }
