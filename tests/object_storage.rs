@@ -1106,6 +1106,8 @@ fn a_second_host_sharing_the_cache_dir_fetches_no_ranges() {
     let _daemons = Daemons { roots, endpoint };
     let cache = dir.path().join("ranges");
     let cache_text = cache.display().to_string();
+    let stats = dir.path().join("stats.json");
+    let stats_text = stats.display().to_string();
     let sql = "SELECT region, year, count(*), sum(amount), min(note), max(id) FROM part \
                GROUP BY region, year ORDER BY region, year";
     let args = [
@@ -1115,6 +1117,8 @@ fn a_second_host_sharing_the_cache_dir_fetches_no_ranges() {
         "--no-cache",
         "--cache-dir",
         &cache_text,
+        "--stats-json",
+        &stats_text,
         sql,
     ];
     let local = |sql: &str| {
@@ -1145,9 +1149,27 @@ fn a_second_host_sharing_the_cache_dir_fetches_no_ranges() {
         }
         lake.proxy.counts.ranged.load(Ordering::SeqCst) - before
     };
+    // What `--stats-json` says the last query's scans fetched and found in the cache.
+    let scan_bytes = || {
+        let text = std::fs::read_to_string(&stats).expect("stats");
+        let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let scan = &json["scan"];
+        let count = |k: &str| scan[k].as_u64().unwrap_or_else(|| panic!("{k}: {scan}"));
+        (
+            count("store_bytes_fetched"),
+            count("store_cache_hit_bytes"),
+            count("bytes_read"),
+        )
+    };
     let expected = local(sql);
     assert!(run(&hosts[0], &expected) > 0);
     assert_eq!(run(&hosts[1], &expected), 0, "a second host fetched ranges");
+    let (fetched, from_cache, read) = scan_bytes();
+    assert_eq!(fetched, 0);
+    assert!(
+        from_cache >= read && read > 0,
+        "{from_cache} from the cache, {read} read"
+    );
     let kept = entries(&cache);
     assert!(!kept.is_empty());
 

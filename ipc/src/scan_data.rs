@@ -311,6 +311,10 @@ pub struct ScanSummary {
     /// (microseconds).
     #[serde(default)]
     pub store_wait_us: u64,
+    /// Bytes object storage did not send because the daemon's on-disk range cache
+    /// (`--cache-dir`) held them. Counted over the scan's time, as `store_requests`.
+    #[serde(default)]
+    pub store_cache_hit_bytes: u64,
     /// Stage timings.
     #[serde(default)]
     pub timings: ScanTimings,
@@ -350,6 +354,7 @@ impl Default for ScanSummary {
             store_requests: 0,
             store_bytes_fetched: 0,
             store_wait_us: 0,
+            store_cache_hit_bytes: 0,
             timings: ScanTimings::default(),
             counters: serde_json::Value::Null,
         }
@@ -395,6 +400,7 @@ impl ScanSummary {
         self.store_requests += earlier.store_requests;
         self.store_bytes_fetched += earlier.store_bytes_fetched;
         self.store_wait_us += earlier.store_wait_us;
+        self.store_cache_hit_bytes += earlier.store_cache_hit_bytes;
         let (t, e) = (&mut self.timings, &earlier.timings);
         t.total_us += e.total_us;
         t.plan_us += e.plan_us;

@@ -319,6 +319,7 @@ fn scan_json(s: &ScanSummary) -> Value {
         "store_requests": s.store_requests,
         "store_bytes_fetched": s.store_bytes_fetched,
         "store_wait_us": s.store_wait_us,
+        "store_cache_hit_bytes": s.store_cache_hit_bytes,
         "timings_us": s.timings,
     })
 }
@@ -379,12 +380,13 @@ fn print_stats(
             human_count(s.column_cache_hits)
         );
     }
-    if s.store_requests > 0 {
+    if s.store_requests > 0 || s.store_cache_hit_bytes > 0 {
         eprintln!(
-            "object store: {} requests, {} fetched for {} read, {} waiting (summed over \
-             threads)",
+            "object store: {} requests, {} fetched and {} from the range cache for {} read, \
+             {} waiting (summed over threads)",
             human_count(s.store_requests),
             human_bytes(s.store_bytes_fetched),
+            human_bytes(s.store_cache_hit_bytes),
             human_bytes(s.bytes_read),
             ms(s.store_wait_us)
         );

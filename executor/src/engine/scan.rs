@@ -592,7 +592,7 @@ impl ExecutionPlan for DaemonScanExec {
 /// The daemon's summary as DataFusion metrics (EXPLAIN ANALYZE prints them).
 fn summary_metrics(s: &ScanSummary) -> MetricsSet {
     let mut set = MetricsSet::new();
-    let figures: [(&'static str, u64); 16] = [
+    let figures: [(&'static str, u64); 17] = [
         ("files", s.files_considered),
         ("files_pruned", s.files_pruned),
         ("row_groups", s.row_groups_considered),
@@ -607,10 +607,12 @@ fn summary_metrics(s: &ScanSummary) -> MetricsSet {
         ("bytes_read", s.bytes_read),
         ("column_cache_hits", s.column_cache_hits),
         // Object storage: requests sent, bytes they brought (against bytes_read, what the
-        // decoders read of them), and the time the scan's threads waited on them.
+        // decoders read of them), the time the scan's threads waited on them, and the
+        // bytes the on-disk range cache (--cache-dir) served instead.
         ("store_requests", s.store_requests),
         ("store_bytes_fetched", s.store_bytes_fetched),
         ("store_wait_us", s.store_wait_us),
+        ("store_cache_hit_bytes", s.store_cache_hit_bytes),
         ("rows_decoded", s.rows_decoded),
         ("output_rows", s.rows_emitted),
         ("daemon_time_us", s.timings.total_us),

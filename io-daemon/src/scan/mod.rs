@@ -515,6 +515,9 @@ pub fn scan_files(
         summary.store_requests = after.requests.saturating_sub(before.requests);
         summary.store_bytes_fetched = after.bytes_fetched.saturating_sub(before.bytes_fetched);
         summary.store_wait_us = after.wait_us.saturating_sub(before.wait_us);
+        summary.store_cache_hit_bytes = after
+            .range_cache_hit_bytes
+            .saturating_sub(before.range_cache_hit_bytes);
     }
     result.map(|()| summary)
 }

@@ -284,6 +284,9 @@ pub struct StoreStats {
     pub bytes_fetched: u64,
     /// Time callers waited on the store, summed over callers (microseconds).
     pub wait_us: u64,
+    /// Bytes read from the on-disk range cache (`--cache-dir`) instead of fetched: the
+    /// cache's count, which the roots sharing it add to alike.
+    pub range_cache_hit_bytes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -425,6 +428,7 @@ impl ObjectRoot {
             requests: self.counters.requests.load(Ordering::Relaxed),
             bytes_fetched: self.counters.bytes_fetched.load(Ordering::Relaxed),
             wait_us: self.counters.wait_us.load(Ordering::Relaxed),
+            range_cache_hit_bytes: self.range_cache.as_ref().map_or(0, |c| c.stats().hit_bytes),
         }
     }
 
