@@ -590,7 +590,8 @@ fn daemon_commands_and_the_postgres_host_take_an_s3_root() {
         "import psycopg\n\
          c = psycopg.connect('host=127.0.0.1 port={} user=me')\n\
          print(c.execute('SELECT region, count(*) FROM part WHERE year = 2024 \
-         GROUP BY region ORDER BY region').fetchall())\n",
+         GROUP BY region ORDER BY region').fetchall())\n\
+         print(c.execute(\"SELECT pg_table_size(oid) FROM pg_class WHERE relname = 'part'\").fetchall())\n",
         host.port
     );
     let out = Command::new(python)
@@ -604,7 +605,30 @@ fn daemon_commands_and_the_postgres_host_take_an_s3_root() {
         stderr(&out),
         std::fs::read_to_string(&log).unwrap_or_default()
     );
-    assert_eq!(stdout(&out).trim(), "[('east', 5000), ('west', 5000)]");
+    // pg_table_size: the bucket's objects, as the daemon listed them (the host's state
+    // directory holds none).
+    fn parquet_bytes(dir: &Path) -> u64 {
+        std::fs::read_dir(dir)
+            .expect("read_dir")
+            .flatten()
+            .map(|e| {
+                let path = e.path();
+                if path.is_dir() {
+                    parquet_bytes(&path)
+                } else if path.extension().is_some_and(|x| x == "parquet") {
+                    e.metadata().expect("metadata").len()
+                } else {
+                    0
+                }
+            })
+            .sum()
+    }
+    let size = parquet_bytes(&local.join("part"));
+    assert!(size > 0);
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("[('east', 5000), ('west', 5000)]\n[({size},)]")
+    );
     assert!(host_state.join(".ringscan/io.sock").exists());
 
     // psql's catalog lists the bucket's tables (the daemon lists them: the host's

@@ -987,6 +987,15 @@ fn bytes_under(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
+/// Bytes of table `name`'s files as its provider knows them (an object-storage root's
+/// tables are not directories of the local state directory).
+fn provider_bytes(public: &dyn SchemaProvider, name: &str) -> Option<u64> {
+    // The data directory schema describes the table through the daemon, synchronously.
+    let table = futures::executor::block_on(public.table(name)).ok()??;
+    let bytes = table.statistics()?.total_byte_size;
+    bytes.get_value().and_then(|b| u64::try_from(*b).ok())
+}
+
 /// `pg_table_size(oid)` and its kin (the table's Parquet bytes), and `pg_size_pretty`.
 fn sizes(ctx: &SessionContext, public: Arc<dyn SchemaProvider>, data: std::path::PathBuf) {
     for name in [
@@ -1009,10 +1018,16 @@ fn sizes(ctx: &SessionContext, public: Arc<dyn SchemaProvider>, data: std::path:
                     let name = oid
                         .and_then(|o| usize::try_from(o - i64::from(FIRST_TABLE_OID)).ok())
                         .and_then(|i| names.get(i));
-                    match name {
-                        Some(n) => b.append_value(
-                            i64::try_from(bytes_under(&data.join(n))).unwrap_or(i64::MAX),
-                        ),
+                    let bytes = name.map(|n| {
+                        let dir = data.join(n);
+                        if dir.is_dir() {
+                            bytes_under(&dir)
+                        } else {
+                            provider_bytes(&*public, n).unwrap_or(0)
+                        }
+                    });
+                    match bytes {
+                        Some(bytes) => b.append_value(i64::try_from(bytes).unwrap_or(i64::MAX)),
                         None => b.append_null(),
                     }
                 }

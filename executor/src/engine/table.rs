@@ -73,6 +73,24 @@ impl TableProvider for DaemonTable {
         TableType::Base
     }
 
+    /// The table's bytes: its files' sizes as the daemon listed them (nothing else is
+    /// known without asking the daemon for the footers' statistics). What
+    /// `pg_table_size` answers where the files are not in a local directory (a bucket).
+    fn statistics(&self) -> Option<Statistics> {
+        let bytes = self
+            .entry
+            .info
+            .files
+            .iter()
+            .map(|f| f.size_bytes)
+            .fold(0u64, u64::saturating_add);
+        Some(Statistics {
+            num_rows: Precision::Absent,
+            total_byte_size: Precision::Exact(usize::try_from(bytes).unwrap_or(usize::MAX)),
+            column_statistics: Statistics::unknown_column(&self.schema),
+        })
+    }
+
     fn supports_filters_pushdown(
         &self,
         filters: &[&Expr],
