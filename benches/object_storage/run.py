@@ -133,11 +133,14 @@ def throughput(args, env, work, port, keys):
     client), in the same run, interleaved. Target (b): a cold count(DISTINCT) through a
     proxy adding 20 ms to every request against the same proxy at 0 ms."""
     proxies = {ms: LatencyProxy(port, ms) for ms in (0, args.latency_ms)}
-    direct = ["--data", "s3://bench/root", "--state", os.path.join(work, "state-direct")]
+    # Each build's full scan in every round, against that round's plain GETs.
+    builds = [args.ringscan, *args.against]
+    directs = {b: ["--data", "s3://bench/root", "--state", os.path.join(work, f"state-direct-{i}")]
+               for i, b in enumerate(builds)}
     via = {ms: ["--data", "s3://bench/root", "--state", os.path.join(work, f"state-{ms}ms")]
            for ms in proxies}
     urls = [f"s3://bench/{k}" for k in keys]
-    scans, gets, distinct = [], {}, {ms: [] for ms in proxies}
+    scans, gets, distinct = {b: [] for b in builds}, {}, {ms: [] for ms in proxies}
     try:
         for rep in range(args.repeat):
             for concurrency, part in args.get_modes:
@@ -145,10 +148,11 @@ def throughput(args, env, work, port, keys):
                                      env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
                 g = json.loads(out.stdout)
                 gets.setdefault((concurrency, part), []).append(g["bytes"] / (g["wall_us"] / 1e6))
-            stats, wall = query(args.ringscan, FULL_SCAN, direct, env, work)
-            scan = stats["scan"]
-            scans.append((scan["store_bytes_fetched"], scan["timings_us"]["total_us"], wall,
-                          scan["store_requests"]))
+            for b in builds:
+                stats, wall = query(b, FULL_SCAN, directs[b], env, work)
+                scan = stats["scan"]
+                scans[b].append((scan["store_bytes_fetched"], scan["timings_us"]["total_us"], wall,
+                                 scan["store_requests"]))
             for ms in proxies:
                 p_env = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxies[ms].port}")
                 before = proxies[ms].requests
@@ -157,8 +161,8 @@ def throughput(args, env, work, port, keys):
                                      stats["scan"]["timings_us"]["total_us"] / 1000,
                                      proxies[ms].requests - before))
     finally:
-        for root in [direct, *via.values()]:
-            subprocess.run([args.ringscan, "daemon", "stop", *root], env=env,
+        for b, root in [*directs.items(), *((args.ringscan, v) for v in via.values())]:
+            subprocess.run([b, "daemon", "stop", *root], env=env,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for p in proxies.values():
             p.close()
@@ -167,18 +171,25 @@ def throughput(args, env, work, port, keys):
     print(f"ohlcv, {args.rows} rows, {len(keys)} objects, {args.ringscan}; medians of {args.repeat} "
           "interleaved cold runs")
     print(f"(a) full scan: {FULL_SCAN}")
-    scan_rate = med([b / (us / 1e6) for b, us, _, _ in scans])
-    print(f"  scan: {med([b for b, _, _, _ in scans]) / mib:.1f} MiB fetched in "
-          f"{med([r for _, _, _, r in scans]):.0f} requests, daemon scan "
-          f"{med([us for _, us, _, _ in scans]) / 1000:.0f} ms, query "
-          f"{med([w for _, _, w, _ in scans]) * 1000:.0f} ms: {scan_rate / mib:.1f} MiB/s")
     best = 0
     for (concurrency, part), rates in gets.items():
         rate = med(rates)
         best = max(best, rate)
         print(f"  plain ranged GETs, {concurrency} in flight, {part / mib:g} MiB each: "
-              f"{rate / mib:.1f} MiB/s (scan at {scan_rate / rate:.0%})")
-    print(f"  scan / best plain GETs: {scan_rate / best:.0%} (target >= 80%)")
+              f"{rate / mib:.1f} MiB/s")
+    largest = gets[args.get_modes[0]]
+    for b in builds:
+        runs = scans[b]
+        scan_rate = med([f / (us / 1e6) for f, us, _, _ in runs])
+        rounds = [f / (us / 1e6) / g for (f, us, _, _), g in zip(runs, largest)]
+        label = "" if len(builds) == 1 else f" ({b})"
+        print(f"  scan{label}: {med([f for f, _, _, _ in runs]) / mib:.1f} MiB fetched in "
+              f"{med([r for _, _, _, r in runs]):.0f} requests, daemon scan "
+              f"{med([us for _, us, _, _ in runs]) / 1000:.0f} ms, query "
+              f"{med([w for _, _, w, _ in runs]) * 1000:.0f} ms: {scan_rate / mib:.1f} MiB/s")
+        print(f"    / best plain GETs: {scan_rate / best:.0%}; per round, / that round's "
+              f"{args.get_modes[0][1] / mib:g} MiB GETs: median {med(rounds):.0%} "
+              f"({', '.join(f'{r:.0%}' for r in rounds)}) (target >= 80%)")
     print(f"(b) {DISTINCT}, through a loopback proxy")
     for ms, runs in distinct.items():
         print(f"  +{ms:>2} ms per request: query {med([q for q, _, _, _ in runs]):.0f} ms "
@@ -234,6 +245,9 @@ def main():
                         help="targets (a) and (b) instead of bytes fetched per query")
     parser.add_argument("--range-cache", action="store_true",
                         help="cold queries without, with an empty and with a warm --cache-dir")
+    parser.add_argument("--against", action="append", default=[], metavar="PATH",
+                        help="with --throughput: other builds whose full scan runs in each "
+                             "round too (an A/B in one run)")
     parser.add_argument("--s3-get", default=os.path.join(target, "release", "examples", "s3_get"))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-ms", type=int, default=20)
