@@ -163,6 +163,8 @@ impl Inner {
 pub struct MetadataCache {
     inner: Mutex<Inner>,
     columns: ColumnCache,
+    /// The local files whose footers are read here, kept open between scans.
+    open_files: crate::storage::OpenFiles,
 }
 
 impl MetadataCache {
@@ -175,7 +177,13 @@ impl MetadataCache {
                 stats: CacheStats::default(),
             }),
             columns: ColumnCache::new(0),
+            open_files: crate::storage::OpenFiles::new(crate::storage::OpenFiles::DEFAULT_CAPACITY),
         }
+    }
+
+    /// The local files kept open between scans.
+    pub fn open_files(&self) -> &crate::storage::OpenFiles {
+        &self.open_files
     }
 
     /// With a [`ColumnCache`] of `capacity_bytes` beside it (0, the default: none).
@@ -241,7 +249,21 @@ impl MetadataCache {
             source,
         };
         let stat = file.metadata().map_err(io)?;
-        let version = Version::File(FileVersion::from_metadata(PathBuf::new(), &stat));
+        self.get_or_load_version(
+            path,
+            FileVersion::from_metadata(PathBuf::new(), &stat),
+            file,
+        )
+    }
+
+    /// [`get_or_load`](Self::get_or_load) for `file` known to be at `version`.
+    pub fn get_or_load_version(
+        &self,
+        path: &Path,
+        version: FileVersion,
+        file: &File,
+    ) -> Result<Arc<ParquetMetaData>, ScanError> {
+        let version = Version::File(version);
         self.load(path, version, || {
             let corrupt = |source| ScanError::Corrupt {
                 file: path.to_path_buf(),

@@ -550,7 +550,7 @@ fn open_local(
     io: IoMode,
     cache: &MetadataCache,
 ) -> Result<(Arc<dyn ByteRangeSource>, Arc<ParquetMetaData>), ScanError> {
-    let local = LocalFile::open(path).map_err(|source| match source.kind() {
+    let io_error = |source: std::io::Error| match source.kind() {
         ErrorKind::NotFound => ScanError::Missing {
             file: path.to_path_buf(),
         },
@@ -558,16 +558,18 @@ fn open_local(
             file: path.to_path_buf(),
             source,
         },
-    })?;
-    check_not_encrypted(path, &local)?;
-    let footer = cache.get_or_load(path, local.file())?;
+    };
+    let (local, version) = cache
+        .open_files()
+        .open(path, io_error, |local| check_not_encrypted(path, local))?;
+    let footer = cache.get_or_load_version(path, version, local.file())?;
     let source: Arc<dyn ByteRangeSource> = match io {
-        IoMode::Pread => Arc::new(local),
+        IoMode::Pread => local,
         // A file that cannot be mapped (too many mapped at once, say) is read with
         // positional reads: slower perhaps, never wrong.
         IoMode::Mmap => match MappedFile::from_local(path, &local) {
             Ok(mapped) => Arc::new(mapped),
-            Err(_) => Arc::new(local),
+            Err(_) => local,
         },
     };
     Ok((source, footer))

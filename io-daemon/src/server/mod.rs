@@ -54,6 +54,8 @@ pub use self::log::{Log, MAX_LOG_BYTES};
 const EXIT_POLL: Duration = Duration::from_millis(20);
 /// How often the watchdog checks for the idle timeout and a `Stop`.
 const WATCHDOG_POLL: Duration = Duration::from_millis(50);
+/// How often the files kept open between scans are checked for deletion.
+const OPEN_FILES_SWEEP: Duration = Duration::from_secs(2);
 /// How long exit waits for connection threads to wind down.
 const EXIT_GRACE: Duration = Duration::from_secs(5);
 
@@ -706,18 +708,27 @@ fn spawn_watchdog(shared: &Arc<Shared>, socket: &Path) -> io::Result<JoinHandle<
     let socket = socket.to_path_buf();
     std::thread::Builder::new()
         .name("daemon-watchdog".into())
-        .spawn(move || loop {
-            if let Some(reason) = exit_reason(&shared) {
-                if reason != "stopped" && reason != "SIGTERM or SIGINT" {
-                    shared.log.line(&format!("exiting: {reason}"));
-                    shared.idle_exit.store(true, Ordering::Release);
+        .spawn(move || {
+            let mut swept = Instant::now();
+            loop {
+                // Files deleted or replaced since a scan kept them open (a compaction's
+                // inputs, say) are closed within a sweep, freeing their space.
+                if swept.elapsed() >= OPEN_FILES_SWEEP {
+                    shared.cache.open_files().sweep();
+                    swept = Instant::now();
                 }
-                // Wake the accept; the loop sees the flag. A failed connect means the
-                // listener is already gone.
-                let _ = UnixStream::connect(&socket);
-                return;
+                if let Some(reason) = exit_reason(&shared) {
+                    if reason != "stopped" && reason != "SIGTERM or SIGINT" {
+                        shared.log.line(&format!("exiting: {reason}"));
+                        shared.idle_exit.store(true, Ordering::Release);
+                    }
+                    // Wake the accept; the loop sees the flag. A failed connect means
+                    // the listener is already gone.
+                    let _ = UnixStream::connect(&socket);
+                    return;
+                }
+                std::thread::sleep(WATCHDOG_POLL);
             }
-            std::thread::sleep(WATCHDOG_POLL);
         })
 }
 

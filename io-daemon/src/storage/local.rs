@@ -13,9 +13,11 @@ use std::io;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use ringscan_ipc::scan_data::FileVersion;
+use ringscan_lru::ByteLru;
 
 use super::mmap_guard::Mapping;
 use super::ByteRangeSource;
@@ -78,14 +80,106 @@ pub struct LocalFile {
 impl LocalFile {
     /// Open `path`.
     pub fn open(path: &Path) -> io::Result<Self> {
+        Self::open_with_metadata(path).map(|(file, _)| file)
+    }
+
+    /// Open `path`, with the metadata of what was opened.
+    pub fn open_with_metadata(path: &Path) -> io::Result<(Self, std::fs::Metadata)> {
         let file = File::open(path)?;
-        let len = file.metadata()?.len();
-        Ok(Self { file, len })
+        let meta = file.metadata()?;
+        let len = meta.len();
+        Ok((Self { file, len }, meta))
     }
 
     /// The open file (for footer parsing).
     pub fn file(&self) -> &File {
         &self.file
+    }
+}
+
+/// Local files kept open between scans, so that a point lookup does not open, `fstat`,
+/// check and close each file of its table again (a fifth of the daemon's time for a
+/// lookup over the wire). A kept file is served again while a `stat` of its path shows
+/// the same file as when it was opened (device, inode, size, modification and change
+/// times): a file replaced or rewritten in place is opened anew. At most `capacity` stay
+/// open, the least recently used closed first.
+#[derive(Debug)]
+pub struct OpenFiles {
+    kept: Mutex<ByteLru<PathBuf, (FileVersion, Arc<LocalFile>)>>,
+}
+
+impl OpenFiles {
+    /// Files kept open by default: a table of more files costs an `open` per file
+    /// and scan past these.
+    pub const DEFAULT_CAPACITY: usize = 128;
+
+    /// Keeping at most `capacity` files open.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            kept: Mutex::new(ByteLru::new(capacity)),
+        }
+    }
+
+    /// `path` open, and the version of what is open: kept from an earlier call while
+    /// unchanged, else opened now and given to `check` (a file it refuses is not kept).
+    /// A failed `stat` or `open` is reported through `io_error`.
+    pub fn open<E>(
+        &self,
+        path: &Path,
+        io_error: impl Fn(io::Error) -> E,
+        check: impl FnOnce(&LocalFile) -> Result<(), E>,
+    ) -> Result<(Arc<LocalFile>, FileVersion), E> {
+        let stat = std::fs::metadata(path).map_err(&io_error)?;
+        let now = FileVersion::from_metadata(PathBuf::new(), &stat);
+        if let Some((version, file)) = self.lock().get(&path.to_path_buf()) {
+            if version.same_contents(&now) {
+                return Ok((Arc::clone(file), version.clone()));
+            }
+        }
+        let (file, meta) = LocalFile::open_with_metadata(path).map_err(io_error)?;
+        check(&file)?;
+        let file = Arc::new(file);
+        let version = FileVersion::from_metadata(PathBuf::new(), &meta);
+        self.lock()
+            .insert(path.to_path_buf(), (version.clone(), Arc::clone(&file)), 1);
+        Ok((file, version))
+    }
+
+    /// Closes the kept files whose path no longer shows the same file (deleted,
+    /// replaced or rewritten): a deleted file's space is freed only once it is closed.
+    pub fn sweep(&self) {
+        let kept: Vec<(PathBuf, FileVersion)> = self
+            .lock()
+            .iter()
+            .map(|(path, (version, _))| (path.clone(), version.clone()))
+            .collect();
+        for (path, version) in kept {
+            let same = std::fs::metadata(&path).is_ok_and(|m| {
+                FileVersion::from_metadata(PathBuf::new(), &m).same_contents(&version)
+            });
+            if !same {
+                let mut kept = self.lock();
+                if kept.peek(&path).is_some_and(|(v, _)| *v == version) {
+                    kept.remove(&path);
+                }
+            }
+        }
+    }
+
+    /// How many files are open now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no file is kept open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByteLru<PathBuf, (FileVersion, Arc<LocalFile>)>> {
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -225,6 +319,65 @@ impl ByteRangeSource for MappedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kept file is served while its path shows the same file; replaced (renamed
+    /// over), rewritten in place or refused by the check, it is opened anew; past the
+    /// capacity the least recently used is closed.
+    #[test]
+    fn open_files_are_kept_while_unchanged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b, c) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("c"),
+        );
+        std::fs::write(&a, b"first").expect("write");
+        std::fs::write(&b, b"other").expect("write");
+        std::fs::write(&c, b"third").expect("write");
+        let files = OpenFiles::new(2);
+        let ok = |_: &LocalFile| Ok::<(), io::Error>(());
+        let open = |path: &Path| files.open(path, |e| e, ok).expect("open");
+        let read = |f: &LocalFile| f.read_range(0..f.len()).expect("read");
+        let (first, _) = open(&a);
+        let (again, _) = open(&a);
+        assert!(Arc::ptr_eq(&first, &again), "unchanged: kept");
+
+        // Replaced by a rename: the new file's bytes.
+        let fresh = dir.path().join("a.new");
+        std::fs::write(&fresh, b"second!").expect("write");
+        std::fs::rename(&fresh, &a).expect("rename");
+        let (replaced, version) = open(&a);
+        assert!(!Arc::ptr_eq(&first, &replaced));
+        assert_eq!(&read(&replaced)[..], b"second!");
+        assert_eq!(version.size_bytes, 7);
+
+        // Rewritten in place (same inode, other size).
+        std::fs::write(&a, b"third version").expect("rewrite");
+        let (rewritten, _) = open(&a);
+        assert!(!Arc::ptr_eq(&replaced, &rewritten));
+        assert_eq!(&read(&rewritten)[..], b"third version");
+
+        // Refused by the check: an error, and not kept.
+        let refused = files.open(&b, |e| e, |_| Err(io::Error::other("no")));
+        assert!(refused.is_err());
+        let (kept_b, _) = open(&b);
+        let (kept_c, _) = open(&c);
+        assert_eq!(files.len(), 2, "at most the capacity");
+        assert!(Arc::ptr_eq(&kept_c, &open(&c).0));
+        assert!(Arc::ptr_eq(&kept_b, &open(&b).0));
+        // `a` was the least recently used: closed, opened again.
+        let (last_a, _) = open(&a);
+        assert!(!Arc::ptr_eq(&rewritten, &last_a));
+
+        // Deleted: closed by a sweep (the others stay); opening it, the `stat`'s error.
+        std::fs::remove_file(&a).expect("remove");
+        files.sweep();
+        assert_eq!(files.len(), 1);
+        assert!(Arc::ptr_eq(&kept_b, &open(&b).0), "unchanged: still kept");
+        assert_eq!(Arc::strong_count(&last_a), 1, "closed once its holders are");
+        let gone = files.open(&a, |e| e.kind(), |_| Ok(()));
+        assert_eq!(gone.err(), Some(io::ErrorKind::NotFound));
+    }
 
     #[test]
     fn local_file_reports_truncation() {

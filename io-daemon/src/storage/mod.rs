@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-pub use local::{IoMode, LocalFile, MappedFile};
+pub use local::{IoMode, LocalFile, MappedFile, OpenFiles};
 pub use object::{
     is_object_url, object_root, ObjectRoot, ObjectSource, ObjectVersion, PendingReads,
     StorageError, StoreStats,
