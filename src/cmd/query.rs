@@ -312,6 +312,7 @@ fn scan_json(s: &ScanSummary) -> Value {
         "row_groups_total": s.row_groups_considered,
         "row_groups_pruned": s.row_groups_pruned,
         "pages_pruned": s.pages_skipped,
+        "row_groups_all_pass": s.row_groups_all_pass,
         "bytes_read": s.bytes_read,
         "rows_decoded": s.rows_decoded,
         "rows_emitted": s.rows_emitted,
@@ -372,6 +373,12 @@ fn print_stats(
             "offset: {} rows skipped in the daemon ({} row groups never read)",
             human_count(s.rows_skipped_by_offset),
             human_count(s.row_groups_skipped_by_offset),
+        );
+    }
+    if s.row_groups_all_pass > 0 {
+        eprintln!(
+            "filter: {} row groups read unfiltered (their statistics prove every row passes)",
+            human_count(s.row_groups_all_pass)
         );
     }
     if s.column_cache_hits > 0 {
