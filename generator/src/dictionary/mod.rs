@@ -118,6 +118,20 @@ impl DictionaryChunkWriter {
                 descr.physical_type()
             )));
         }
+        // What ArrowWriter would do differently under these properties, this writer
+        // does not do: refuse rather than write another file.
+        let whole_values = |limit: Option<usize>| limit.is_none_or(|n| n >= MAX_VALUE_BYTES);
+        if props.bloom_filter_properties(descr.path()).is_some()
+            || !props.dictionary_enabled(descr.path())
+            || !whole_values(props.statistics_truncate_length())
+            || !whole_values(props.column_index_truncate_length())
+        {
+            return Err(ParquetError::NYI(format!(
+                "dictionary leaf {}: bloom filters, no dictionary or min/max truncated \
+                 below {MAX_VALUE_BYTES} bytes",
+                descr.path()
+            )));
+        }
         let compression = props.compression(descr.path());
         Ok(Self {
             codec: PageCodec::new(compression)?,

@@ -238,6 +238,18 @@ fn bad_vocabularies_and_keys_are_refused() {
         w.write(leaf(&["a", "b"], &[Some(2)])).is_err(),
         "a key past the vocabulary"
     );
+
+    // Properties under which ArrowWriter would write something else are refused.
+    let message = "message m { optional binary name (STRING); }";
+    let schema = parquet::schema::parser::parse_message_type(message).unwrap();
+    let descr = parquet::schema::types::SchemaDescriptor::new(Arc::new(schema));
+    for props in [
+        WriterProperties::builder().set_bloom_filter_enabled(true),
+        WriterProperties::builder().set_dictionary_enabled(false),
+        WriterProperties::builder().set_statistics_truncate_length(Some(8)),
+    ] {
+        assert!(DictionaryChunkWriter::new(descr.column(0), &props.build()).is_err());
+    }
     let mut w = name_writer();
     w.write(leaf(&["a", "b"], &[Some(1), None])).unwrap();
     let err = w.write(leaf(&["a", "c"], &[Some(0)])).unwrap_err();
