@@ -771,6 +771,8 @@ struct ProxyCounts {
     forwarded: std::sync::atomic::AtomicU64,
     /// Ranged GETs (column data, footers, page indexes) seen, whatever the fault.
     ranged: std::sync::atomic::AtomicU64,
+    /// Listings (LIST requests, delimited or not) seen.
+    lists: std::sync::atomic::AtomicU64,
 }
 
 /// The partitioned table in bucket `lake` under `r/`, reached through a fault proxy,
@@ -886,6 +888,13 @@ impl FaultProxy {
                     }
                     if head.to_ascii_lowercase().contains("\r\nrange:") {
                         counts.ranged.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if head
+                        .lines()
+                        .next()
+                        .is_some_and(|l| l.contains("list-type=2"))
+                    {
+                        counts.lists.fetch_add(1, Ordering::SeqCst);
                     }
                     let fault = *fault.lock().unwrap_or_else(|e| e.into_inner());
                     let fail = match fault {
@@ -1186,7 +1195,20 @@ fn a_second_host_sharing_the_cache_dir_fetches_no_ranges() {
         )
     };
     let expected = local(sql);
+    let (lists, started) = (
+        lake.proxy.counts.lists.load(Ordering::SeqCst),
+        Instant::now(),
+    );
     assert!(run(&hosts[0], &expected) > 0);
+    // One listing per --list-ttl (1 s): the describe's, which the statistics request
+    // and the scan reuse (the statistics request listed again: two in ~0.5 s).
+    let lists = lake.proxy.counts.lists.load(Ordering::SeqCst) - lists;
+    let periods = started.elapsed().as_millis() / 1000 + 1;
+    assert!(
+        u128::from(lists) <= periods,
+        "{lists} listings in {:?}",
+        started.elapsed()
+    );
     assert_eq!(run(&hosts[1], &expected), 0, "a second host fetched ranges");
     let (fetched, from_cache, read) = scan_bytes();
     assert_eq!(fetched, 0);

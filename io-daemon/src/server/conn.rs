@@ -242,10 +242,16 @@ fn statistics(
         .map_err(|e| chain(&e));
     }
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::source_stats::table_statistics(&shared.data_dir, source, columns, &shared.cache)
+        // Through the kept listing, as Describe and Scan resolve: an object-storage root
+        // is listed once per statement (within --list-ttl), not once more for this.
+        let resolved = shared
+            .resolved
+            .resolve(&shared.data_dir, source, &shared.cache)
+            .map_err(|e| chain(&e))?;
+        crate::source_stats::resolved_statistics(resolved, columns, &shared.cache)
+            .map_err(|e| chain(&e))
     }))
     .map_err(|_| "internal error: reading statistics panicked".to_owned())?
-    .map_err(|e| chain(&e))
 }
 
 /// The snapshot of `source` when it is a table the daemon writes (with its files'
