@@ -188,6 +188,37 @@ fn message_seeds() -> io::Result<Vec<(String, Vec<u8>)>> {
             },
         ),
         ("cancel", ClientMessage::Cancel),
+        ("list-tables", ClientMessage::ListTables),
+        (
+            "create-table",
+            ClientMessage::CreateTable {
+                name: "trades".into(),
+                schema_ipc: schema_ipc.clone(),
+                primary_key: vec!["id".into()],
+                if_not_exists: true,
+            },
+        ),
+        (
+            "drop-table",
+            ClientMessage::DropTable {
+                name: "trades".into(),
+                if_exists: true,
+            },
+        ),
+        (
+            "truncate",
+            ClientMessage::Truncate {
+                name: "trades".into(),
+            },
+        ),
+        (
+            "insert",
+            ClientMessage::Insert {
+                table: "trades".into(),
+                bytes: 4096,
+            },
+        ),
+        ("flush", ClientMessage::Flush),
     ];
     let daemon = [
         (
@@ -235,6 +266,21 @@ fn message_seeds() -> io::Result<Vec<(String, Vec<u8>)>> {
         ),
         ("status", DaemonMessage::Status(DaemonStatus::default())),
         ("stopping", DaemonMessage::Stopping),
+        (
+            "tables",
+            DaemonMessage::Tables {
+                names: vec!["ohlcv".into(), "trades".into()],
+            },
+        ),
+        ("pong", DaemonMessage::Pong),
+        (
+            "rows",
+            DaemonMessage::Rows {
+                summary: ScanSummary::default(),
+                bytes: 4096,
+            },
+        ),
+        ("written", DaemonMessage::Written { rows: 10, lsn: 7 }),
     ];
     let mut seeds = Vec::new();
     for (name, message) in client {
