@@ -1260,3 +1260,126 @@ fn entries(cache: &Path) -> Vec<(PathBuf, u64)> {
     found.sort();
     found
 }
+
+/// Credentials and region from an AWS profile: `~/.aws/credentials` and `~/.aws/config`
+/// under a temporary HOME, or the files named by `AWS_SHARED_CREDENTIALS_FILE`; a
+/// profile that does not exist is an error naming it and the files. The endpoint stays
+/// in the environment (a profile that went unread must not send requests to AWS), and
+/// the instance-metadata endpoint, where a client without keys turns, is a closed port
+/// on loopback: a query that answers had its keys from the profile.
+#[test]
+fn credentials_and_region_come_from_an_aws_profile() {
+    let Some(python) = python_or_skip("credentials_and_region_come_from_an_aws_profile") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
+    let local = dir.path().join("data");
+    std::fs::create_dir_all(&local).expect("mkdir");
+    write_partitioned(&local);
+    moto.boto("s3.create_bucket(Bucket='lake')");
+    moto.upload_dir(&local, "lake", "r");
+    let url = "s3://lake/r";
+    let endpoint = moto.endpoint();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".aws")).expect("mkdir");
+    let credentials = home.join(".aws/credentials");
+    let config = home.join(".aws/config");
+    std::fs::write(
+        &credentials,
+        "[default]\naws_access_key_id = test\naws_secret_access_key = test\n",
+    )
+    .expect("write");
+    std::fs::write(
+        &config,
+        "[default]\nregion = us-east-1\n\n[profile lake]\nregion = us-east-1\n",
+    )
+    .expect("write");
+    let other = dir.path().join("other-credentials");
+    std::fs::write(
+        &other,
+        "# named by AWS_SHARED_CREDENTIALS_FILE\n[lake]\naws_access_key_id = test\n\
+         aws_secret_access_key = test\naws_session_token = t\n",
+    )
+    .expect("write");
+    let empty_home = dir.path().join("empty-home");
+    std::fs::create_dir_all(&empty_home).expect("mkdir");
+
+    let states: Vec<PathBuf> = (0..4)
+        .map(|i| dir.path().join(format!("state-{i}")))
+        .collect();
+    let _daemons = Daemons {
+        roots: states
+            .iter()
+            .map(|s| (url.to_owned(), Some(s.clone())))
+            .collect(),
+        endpoint: &endpoint,
+    };
+    let sql = "SELECT region, year, count(*), sum(amount) FROM part GROUP BY region, year ORDER BY region, year";
+    let run = |state: &Path, home: &Path, vars: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ringscan"));
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("AWS_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .args(["query", "--format", "csv", sql, "--data", url, "--state"])
+            .arg(state)
+            .env("HOME", home)
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1")
+            .envs(vars.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn ringscan")
+    };
+    let expected = ringscan(
+        &["query", "--format", "csv", sql],
+        &local.display().to_string(),
+        None,
+        &endpoint,
+    );
+    assert!(expected.status.success(), "{}", stderr(&expected));
+
+    // The default profile, from the home directory.
+    let out = run(&states[0], &home, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&expected));
+
+    // A named profile from the file AWS_SHARED_CREDENTIALS_FILE names; its region from
+    // ~/.aws/config.
+    let other_text = other.display().to_string();
+    let out = run(
+        &states[1],
+        &home,
+        &[
+            ("AWS_PROFILE", "lake"),
+            ("AWS_SHARED_CREDENTIALS_FILE", &other_text),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&expected));
+
+    // A profile neither file has.
+    let out = run(&states[2], &home, &[("AWS_PROFILE", "nope")]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let text = stderr(&out);
+    let wanted = format!(
+        "AWS_PROFILE=nope: no profile [nope] in {} (read) nor [profile nope] in {} (read)",
+        credentials.display(),
+        config.display()
+    );
+    assert!(text.contains(&wanted), "{text}");
+
+    // No profile and no keys: the client asks the metadata endpoint, which is closed,
+    // so the answers above came from the profiles.
+    let out = run(&states[3], &empty_home, &[("AWS_REGION", "us-east-1")]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("s3://lake/r") && text.contains("127.0.0.1:1/latest/api/token"),
+        "{text}"
+    );
+}

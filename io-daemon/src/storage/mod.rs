@@ -1,12 +1,14 @@
 //! Where a data root's bytes come from: one interface ([`ByteRangeSource`]) over local
 //! files (positional reads or memory maps, [`local`]) and objects in S3-compatible
-//! storage ([`object`]: ranged GETs through the `object_store` crate), optionally
+//! storage ([`object`]: ranged GETs through the `object_store` crate, configured from
+//! the environment and AWS profiles, [`aws_profile`]), optionally
 //! through an on-disk cache of the ranges fetched ([`range_cache`], `--cache-dir`).
 //!
 //! The scan never asks for "the file": it plans byte ranges from the footer (one column
 //! chunk of one row group is the unit) and reads them through this trait, so a remote
 //! object costs the same requests a local file costs reads, coalesced where close.
 
+pub mod aws_profile;
 pub mod local;
 #[allow(
     unsafe_code,

@@ -3,8 +3,10 @@
 //!
 //! - One [`ObjectRoot`] per bucket and process ([`object_root`]), configured from the
 //!   standard environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
-//!   `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ALLOW_HTTP`), with
-//!   its own small tokio runtime: the scan's threads are plain threads and block on it.
+//!   `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ALLOW_HTTP`) and
+//!   the AWS profile (`AWS_PROFILE`, `~/.aws/credentials`, `~/.aws/config`:
+//!   [`super::aws_profile`]), with its own small tokio runtime: the scan's threads are
+//!   plain threads and block on it.
 //! - Requests are retried with exponential backoff on 5xx answers, timeouts and broken
 //!   connections ([`RETRY`]), each bounded in time ([`REQUEST_TIMEOUT`]).
 //! - An object's version is its size and ETag (its last-modified time where the store
@@ -42,6 +44,7 @@ use object_store::{
     BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig,
 };
 
+use super::aws_profile::AwsEnvironment;
 use super::range_cache::{ObjectKey, Piece, RangeCache};
 use super::ByteRangeSource;
 
@@ -338,12 +341,16 @@ impl fmt::Debug for ObjectRoot {
 }
 
 impl ObjectRoot {
-    /// The client of `bucket`, configured from the `AWS_*` environment variables.
+    /// The client of `bucket`, configured from the `AWS_*` environment variables and
+    /// the AWS profile they name, if any ([`AwsEnvironment::s3_settings`]).
     pub fn from_env(bucket: &str) -> Result<Self, StorageError> {
-        let pairs: Vec<(String, String)> = std::env::vars()
-            .filter(|(key, _)| key.starts_with("AWS_"))
-            .map(|(key, value)| (key.to_ascii_lowercase(), value))
-            .collect();
+        let pairs =
+            AwsEnvironment::from_process()
+                .s3_settings()
+                .map_err(|e| StorageError::Config {
+                    url: format!("{S3_SCHEME}{bucket}"),
+                    reason: e.to_string(),
+                })?;
         Self::with_settings(bucket, pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     }
 
