@@ -1383,3 +1383,115 @@ fn credentials_and_region_come_from_an_aws_profile() {
         "{text}"
     );
 }
+
+/// `gs://` roots read through `object_store`'s Google Cloud Storage client: pointed at
+/// moto by `GOOGLE_BASE_URL`, whose S3 API answers the XML requests GCS's client makes
+/// (path-style GET with a range, `list-type=2` listing), unsigned
+/// (`GOOGLE_SKIP_SIGNATURE`) on a bucket whose policy lets anyone read. The same
+/// queries answer as over the local copy. `az://` roots have no server on loopback:
+/// without `AZURE_STORAGE_ACCOUNT_NAME` the client cannot be made, and the message
+/// says so for the container (no request is sent).
+#[test]
+fn gs_roots_read_through_the_gcs_client_and_az_roots_name_what_is_missing() {
+    let Some(python) =
+        python_or_skip("gs_roots_read_through_the_gcs_client_and_az_roots_name_what_is_missing")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
+    let local = dir.path().join("data");
+    std::fs::create_dir_all(&local).expect("mkdir");
+    write_partitioned(&local);
+    moto.boto(
+        "import json\n\
+         s3.create_bucket(Bucket='lake')\n\
+         s3.put_bucket_policy(Bucket='lake', Policy=json.dumps({'Version': '2012-10-17', \
+         'Statement': [{'Effect': 'Allow', 'Principal': '*', \
+         'Action': ['s3:GetObject', 's3:ListBucket'], \
+         'Resource': ['arn:aws:s3:::lake', 'arn:aws:s3:::lake/*']}]}))",
+    );
+    moto.upload_dir(&local, "lake", "r");
+    let endpoint = moto.endpoint();
+    let url = "gs://lake/r";
+    let state = dir.path().join("state-gs");
+    let az_state = dir.path().join("state-az");
+    let run = |data: &str, state: &Path, sql: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ringscan"));
+        for (name, _) in std::env::vars_os() {
+            let name_text = name.to_string_lossy();
+            if ["AWS_", "GOOGLE_", "AZURE_"]
+                .iter()
+                .any(|p| name_text.starts_with(p))
+            {
+                command.env_remove(name);
+            }
+        }
+        command
+            .args(["query", "--format", "csv", sql, "--data", data, "--state"])
+            .arg(state)
+            .env("GOOGLE_BASE_URL", &endpoint)
+            .env("GOOGLE_SKIP_SIGNATURE", "true")
+            .env("GOOGLE_ALLOW_HTTP", "true")
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn ringscan")
+    };
+    let stop = |data: &str, state: &Path| {
+        let _ = Command::new(env!("CARGO_BIN_EXE_ringscan"))
+            .args(["daemon", "stop", "--data", data, "--state"])
+            .arg(state)
+            .stdin(Stdio::null())
+            .output();
+    };
+    struct Stop<F: Fn()>(F);
+    impl<F: Fn()> Drop for Stop<F> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+    let _stop = Stop(|| {
+        stop(url, &state);
+        stop("az://container/r", &az_state);
+    });
+
+    let local_text = local.display().to_string();
+    for sql in [
+        "SELECT region, year, count(*), sum(amount) FROM part GROUP BY region, year ORDER BY region, year",
+        "SELECT id, amount, note FROM part WHERE year = 2024 AND id BETWEEN 30100 AND 30110 ORDER BY id",
+        "SELECT count(*) FROM 'gs://lake/r/part/region=west/**/*.parquet' WHERE note = 'n3'",
+    ] {
+        let out = run(url, &state, sql);
+        assert!(out.status.success(), "{sql}: {}", stderr(&out));
+        let local_sql = sql.replace("gs://lake/r/", "");
+        let here = ringscan(
+            &["query", "--format", "csv", &local_sql],
+            &local_text,
+            None,
+            &endpoint,
+        );
+        assert!(here.status.success(), "{local_sql}: {}", stderr(&here));
+        assert_eq!(stdout(&out), stdout(&here), "{sql}");
+        assert!(stdout(&out).lines().count() > 1, "{sql}: no rows");
+    }
+    // A glob that matches nothing in the bucket says so.
+    let out = run(
+        url,
+        &state,
+        "SELECT count(*) FROM 'gs://lake/r/nothing/*.parquet'",
+    );
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("\"r/nothing/*.parquet\" matches no file"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run("az://container/r", &az_state, "SELECT count(*) FROM part");
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("cannot configure the object-store client for az://container"),
+        "{text}"
+    );
+}

@@ -39,6 +39,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::path::Path as Location;
 use object_store::{
     BackoffConfig, ClientConfigKey, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig,
@@ -50,6 +52,58 @@ use super::ByteRangeSource;
 
 /// The URL scheme of S3-compatible object storage.
 pub const S3_SCHEME: &str = "s3://";
+
+/// The object stores a root URL can name: the three the `object_store` crate's `aws`,
+/// `gcp` and `azure` features give (together 16 s more of its compile, no new crates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// `s3://bucket/key`: S3 and S3-compatible stores, configured by `AWS_*` variables
+    /// and AWS profiles.
+    S3,
+    /// `gs://bucket/key`: Google Cloud Storage, configured by `GOOGLE_*` variables
+    /// (`GOOGLE_SERVICE_ACCOUNT`, `GOOGLE_APPLICATION_CREDENTIALS`, `GOOGLE_BASE_URL`...).
+    Gcs,
+    /// `az://container/key`: Azure Blob Storage, configured by `AZURE_*` variables
+    /// (`AZURE_STORAGE_ACCOUNT_NAME`, `AZURE_STORAGE_ACCOUNT_KEY`...).
+    Azure,
+}
+
+impl Scheme {
+    /// Every scheme.
+    pub const ALL: [Self; 3] = [Self::S3, Self::Gcs, Self::Azure];
+
+    /// `s3://`, `gs://` or `az://`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Self::S3 => S3_SCHEME,
+            Self::Gcs => "gs://",
+            Self::Azure => "az://",
+        }
+    }
+
+    /// The scheme `url` starts with.
+    pub fn of(url: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| url.starts_with(s.prefix()))
+    }
+
+    /// The prefix of the environment variables that configure its client.
+    fn variable_prefix(self) -> &'static str {
+        match self {
+            Self::S3 => "AWS_",
+            Self::Gcs => "GOOGLE_",
+            Self::Azure => "AZURE_",
+        }
+    }
+
+    /// What to check when the store refuses the credentials.
+    fn credentials_hint(self) -> &'static str {
+        match self {
+            Self::S3 => "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",
+            Self::Gcs => "check GOOGLE_SERVICE_ACCOUNT or GOOGLE_APPLICATION_CREDENTIALS",
+            Self::Azure => "check AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY",
+        }
+    }
+}
 /// Ranges closer than this are fetched as one request. At 1 MiB, the gaps between the
 /// column chunks a scan needs (other columns' chunks of ~100 KiB each) were merged in:
 /// the 1M-row ohlcv files fetched 6.9 MiB for a two-column scan that reads 1.6 MiB from
@@ -98,7 +152,7 @@ pub struct RetrySettings {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StorageError {
-    /// Not an `s3://bucket[/prefix]` URL.
+    /// Not an `s3://`, `gs://` or `az://bucket[/prefix]` URL.
     #[error("{url:?} is not an object-storage URL: {reason}")]
     BadUrl {
         /// The text.
@@ -107,7 +161,7 @@ pub enum StorageError {
         reason: &'static str,
     },
     /// The client could not be configured (environment variables).
-    #[error("cannot configure the S3 client for {url}: {reason}")]
+    #[error("cannot configure the object-store client for {url}: {reason}")]
     Config {
         /// The bucket's URL.
         url: String,
@@ -165,21 +219,22 @@ impl StorageError {
     }
 }
 
-/// Whether `path` names an object-storage location (`s3://...`).
+/// Whether `path` names an object-storage location (`s3://...`, `gs://...`, `az://...`).
 pub fn is_object_url(path: &Path) -> bool {
-    path.to_str().is_some_and(|s| s.starts_with(S3_SCHEME))
+    path.to_str().and_then(Scheme::of).is_some()
 }
 
-/// `s3://bucket/key` taken apart: the bucket and the key (empty for the bucket itself),
-/// without leading, trailing or doubled slashes.
-pub fn split_url(url: &str) -> Result<(&str, String), StorageError> {
+/// `s3://bucket/key` taken apart: the scheme, the bucket (the container, for `az://`)
+/// and the key (empty for the bucket itself), without leading, trailing or doubled
+/// slashes.
+pub fn split_url(url: &str) -> Result<(Scheme, &str, String), StorageError> {
     let bad = |reason| StorageError::BadUrl {
         url: url.to_owned(),
         reason,
     };
-    let rest = url
-        .strip_prefix(S3_SCHEME)
-        .ok_or_else(|| bad("only s3:// URLs are supported"))?;
+    let scheme =
+        Scheme::of(url).ok_or_else(|| bad("only s3://, gs:// and az:// URLs are supported"))?;
+    let rest = &url[scheme.prefix().len()..];
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
     if bucket.is_empty() {
         return Err(bad("no bucket name"));
@@ -197,16 +252,17 @@ pub fn split_url(url: &str) -> Result<(&str, String), StorageError> {
     if key.iter().any(|c| *c == "." || *c == "..") {
         return Err(bad("'.' and '..' are not key components"));
     }
-    Ok((bucket, key.join("/")))
+    Ok((scheme, bucket, key.join("/")))
 }
 
 /// `url` with its key normalized (`s3://bucket/a/b`, no trailing slash).
 pub fn normalize_url(url: &str) -> Result<String, StorageError> {
-    let (bucket, key) = split_url(url)?;
+    let (scheme, bucket, key) = split_url(url)?;
+    let prefix = scheme.prefix();
     Ok(if key.is_empty() {
-        format!("{S3_SCHEME}{bucket}")
+        format!("{prefix}{bucket}")
     } else {
-        format!("{S3_SCHEME}{bucket}/{key}")
+        format!("{prefix}{bucket}/{key}")
     })
 }
 
@@ -223,16 +279,17 @@ static DEFAULT_RANGE_CACHE: OnceLock<Arc<RangeCache>> = OnceLock::new();
 /// every scan of this process.
 pub fn object_root(url: &str) -> Result<Arc<ObjectRoot>, StorageError> {
     static ROOTS: OnceLock<Mutex<HashMap<String, Arc<ObjectRoot>>>> = OnceLock::new();
-    let (bucket, _) = split_url(url)?;
+    let (scheme, bucket, _) = split_url(url)?;
+    let key = format!("{}{bucket}", scheme.prefix());
     let mut roots = ROOTS
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    if let Some(root) = roots.get(bucket) {
+    if let Some(root) = roots.get(&key) {
         return Ok(Arc::clone(root));
     }
-    let root = Arc::new(ObjectRoot::from_env(bucket)?);
-    roots.insert(bucket.to_owned(), Arc::clone(&root));
+    let root = Arc::new(ObjectRoot::from_env(scheme, bucket)?);
+    roots.insert(key, Arc::clone(&root));
     Ok(root)
 }
 
@@ -320,6 +377,7 @@ impl Counters {
 
 /// The client of one bucket, and the runtime its requests run on.
 pub struct ObjectRoot {
+    scheme: Scheme,
     bucket: String,
     store: Arc<dyn ObjectStore>,
     runtime: tokio::runtime::Runtime,
@@ -334,6 +392,7 @@ pub struct ObjectRoot {
 impl fmt::Debug for ObjectRoot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ObjectRoot")
+            .field("scheme", &self.scheme)
             .field("bucket", &self.bucket)
             .field("store", &self.store.to_string())
             .finish_non_exhaustive()
@@ -341,27 +400,51 @@ impl fmt::Debug for ObjectRoot {
 }
 
 impl ObjectRoot {
-    /// The client of `bucket`, configured from the `AWS_*` environment variables and
-    /// the AWS profile they name, if any ([`AwsEnvironment::s3_settings`]).
-    pub fn from_env(bucket: &str) -> Result<Self, StorageError> {
+    /// The client of `bucket` in `scheme`'s store, configured from the environment:
+    /// for S3 the `AWS_*` variables and the AWS profile they name, if any
+    /// ([`AwsEnvironment::s3_settings`]); for the others their `GOOGLE_*` or `AZURE_*`
+    /// variables.
+    pub fn from_env(scheme: Scheme, bucket: &str) -> Result<Self, StorageError> {
         let pairs =
-            AwsEnvironment::from_process()
-                .s3_settings()
-                .map_err(|e| StorageError::Config {
-                    url: format!("{S3_SCHEME}{bucket}"),
-                    reason: e.to_string(),
-                })?;
-        Self::with_settings(bucket, pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            match scheme {
+                Scheme::S3 => AwsEnvironment::from_process().s3_settings().map_err(|e| {
+                    StorageError::Config {
+                        url: format!("{S3_SCHEME}{bucket}"),
+                        reason: e.to_string(),
+                    }
+                })?,
+                Scheme::Gcs | Scheme::Azure => std::env::vars()
+                    .filter(|(key, _)| key.starts_with(scheme.variable_prefix()))
+                    .map(|(key, value)| (key.to_ascii_lowercase(), value))
+                    .collect(),
+            };
+        Self::with_scheme_settings(
+            scheme,
+            bucket,
+            pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )
     }
 
-    /// The client of `bucket` configured by `settings`: `object_store`'s S3 keys
+    /// The S3 client of `bucket` configured by `settings`: `object_store`'s S3 keys
     /// (`aws_endpoint`, `aws_access_key_id`, `aws_allow_http`...); unknown keys are
     /// ignored, as the environment's are.
     pub fn with_settings<'s>(
         bucket: &str,
         settings: impl IntoIterator<Item = (&'s str, &'s str)>,
     ) -> Result<Self, StorageError> {
-        let url = format!("{S3_SCHEME}{bucket}");
+        Self::with_scheme_settings(Scheme::S3, bucket, settings)
+    }
+
+    /// The client of `bucket` in `scheme`'s store configured by `settings`:
+    /// `object_store`'s keys of that store (`aws_endpoint`, `google_base_url`,
+    /// `azure_storage_account_name`...); unknown keys are ignored, as the environment's
+    /// are. Building makes no request.
+    pub fn with_scheme_settings<'s>(
+        scheme: Scheme,
+        bucket: &str,
+        settings: impl IntoIterator<Item = (&'s str, &'s str)>,
+    ) -> Result<Self, StorageError> {
+        let url = format!("{}{bucket}", scheme.prefix());
         let config_error = |reason: String| StorageError::Config {
             url: url.clone(),
             reason,
@@ -376,35 +459,72 @@ impl ObjectRoot {
             retry_timeout: RETRY.total,
         };
         let timeout = format!("{}ms", REQUEST_TIMEOUT.as_millis());
-        let mut builder = AmazonS3Builder::new();
-        for (key, value) in settings {
-            if let Ok(key) = key.parse::<AmazonS3ConfigKey>() {
-                builder = builder.with_config(key, value);
+        // Each store's builder takes the same steps: its keys from `settings`, the
+        // bucket, the retries and the timeouts (after the settings: they are ours).
+        let store: Arc<dyn ObjectStore> = match scheme {
+            Scheme::S3 => {
+                let mut builder = AmazonS3Builder::new();
+                for (key, value) in settings {
+                    if let Ok(key) = key.parse::<AmazonS3ConfigKey>() {
+                        builder = builder.with_config(key, value);
+                    }
+                }
+                let client = AmazonS3ConfigKey::Client;
+                let store = builder
+                    .with_bucket_name(bucket)
+                    .with_retry(retry)
+                    .with_config(client(ClientConfigKey::Timeout), timeout)
+                    .with_config(client(ClientConfigKey::ConnectTimeout), "5s")
+                    .build()
+                    .map_err(|e| config_error(e.to_string()))?;
+                Arc::new(store)
             }
-        }
-        let store = builder
-            .with_bucket_name(bucket)
-            .with_retry(retry)
-            .with_config(
-                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                timeout.clone(),
-            )
-            .with_config(
-                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-                "5s",
-            )
-            .build()
-            .map_err(|e| config_error(e.to_string()))?;
+            Scheme::Gcs => {
+                let mut builder = GoogleCloudStorageBuilder::new();
+                for (key, value) in settings {
+                    if let Ok(key) = key.parse::<GoogleConfigKey>() {
+                        builder = builder.with_config(key, value);
+                    }
+                }
+                let client = GoogleConfigKey::Client;
+                let store = builder
+                    .with_bucket_name(bucket)
+                    .with_retry(retry)
+                    .with_config(client(ClientConfigKey::Timeout), timeout)
+                    .with_config(client(ClientConfigKey::ConnectTimeout), "5s")
+                    .build()
+                    .map_err(|e| config_error(e.to_string()))?;
+                Arc::new(store)
+            }
+            Scheme::Azure => {
+                let mut builder = MicrosoftAzureBuilder::new();
+                for (key, value) in settings {
+                    if let Ok(key) = key.parse::<AzureConfigKey>() {
+                        builder = builder.with_config(key, value);
+                    }
+                }
+                let client = AzureConfigKey::Client;
+                let store = builder
+                    .with_container_name(bucket)
+                    .with_retry(retry)
+                    .with_config(client(ClientConfigKey::Timeout), timeout)
+                    .with_config(client(ClientConfigKey::ConnectTimeout), "5s")
+                    .build()
+                    .map_err(|e| config_error(e.to_string()))?;
+                Arc::new(store)
+            }
+        };
         // Two threads drive the HTTP connections; the scan's own threads wait on them.
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
-            .thread_name("ringscan-s3")
+            .thread_name("ringscan-store")
             .enable_all()
             .build()
             .map_err(|e| config_error(format!("cannot start its runtime: {e}")))?;
         Ok(Self {
+            scheme,
             bucket: bucket.to_owned(),
-            store: Arc::new(store),
+            store,
             runtime,
             counters: Arc::default(),
             known: Mutex::default(),
@@ -424,9 +544,9 @@ impl ObjectRoot {
         self.range_cache.as_ref()
     }
 
-    /// The bucket's URL, `s3://bucket`.
+    /// The bucket's URL, `s3://bucket` (`gs://bucket`, `az://container`).
     pub fn url(&self) -> String {
-        format!("{S3_SCHEME}{}", self.bucket)
+        format!("{}{}", self.scheme.prefix(), self.bucket)
     }
 
     /// What this root's requests cost so far.
@@ -470,8 +590,8 @@ impl ObjectRoot {
     }
 
     fn location(&self, url: &str) -> Result<Location, StorageError> {
-        let (bucket, key) = split_url(url)?;
-        if bucket != self.bucket {
+        let (scheme, bucket, key) = split_url(url)?;
+        if scheme != self.scheme || bucket != self.bucket {
             return Err(StorageError::BadUrl {
                 url: url.to_owned(),
                 reason: "not in this root's bucket",
@@ -847,8 +967,9 @@ fn version_of(meta: &object_store::ObjectMeta) -> ObjectVersion {
 fn request_error(url: &str, what: &str, error: &object_store::Error) -> StorageError {
     use object_store::Error as E;
     let text = error_chain(error);
+    let scheme = Scheme::of(url).unwrap_or(Scheme::S3);
     let (reason, failure) = if text.contains("NoSuchBucket") {
-        let (bucket, _) = split_url(url).unwrap_or((url, String::new()));
+        let bucket = split_url(url).map_or(url, |(_, bucket, _)| bucket);
         (
             format!("{what}: bucket {bucket:?} does not exist"),
             Failure::NoSuchBucket,
@@ -862,8 +983,8 @@ fn request_error(url: &str, what: &str, error: &object_store::Error) -> StorageE
     {
         (
             format!(
-                "{what}: access denied: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
-                 ({})",
+                "{what}: access denied: {} ({})",
+                scheme.credentials_hint(),
                 short(&text)
             ),
             Failure::AccessDenied,
@@ -997,21 +1118,41 @@ mod tests {
     fn urls_are_taken_apart_and_checked() {
         assert_eq!(
             split_url("s3://bucket/a//b/").unwrap(),
-            ("bucket", "a/b".to_owned())
+            (Scheme::S3, "bucket", "a/b".to_owned())
         );
-        assert_eq!(split_url("s3://bucket").unwrap(), ("bucket", String::new()));
+        assert_eq!(
+            split_url("s3://bucket").unwrap(),
+            (Scheme::S3, "bucket", String::new())
+        );
+        assert_eq!(
+            split_url("gs://b/k/x.parquet").unwrap(),
+            (Scheme::Gcs, "b", "k/x.parquet".to_owned())
+        );
+        assert_eq!(
+            split_url("az://container//k/").unwrap(),
+            (Scheme::Azure, "container", "k".to_owned())
+        );
         assert_eq!(normalize_url("s3://b-1/x/").unwrap(), "s3://b-1/x");
+        assert_eq!(normalize_url("gs://b-1//x/").unwrap(), "gs://b-1/x");
+        assert_eq!(normalize_url("az://c").unwrap(), "az://c");
         for bad in [
             "s3://",
             "s3:///x",
-            "gs://b/x",
+            "gs:///x",
+            "az://",
+            "abfs://c/x",
+            "gcs://b/x",
+            "S3://b/x",
             "s3://Bucket/x",
             "s3://b/../x",
         ] {
             assert!(split_url(bad).is_err(), "{bad}");
         }
-        assert!(is_object_url(Path::new("s3://b/x")));
+        for url in ["s3://b/x", "gs://b/x", "az://c/x"] {
+            assert!(is_object_url(Path::new(url)), "{url}");
+        }
         assert!(!is_object_url(Path::new("/data/s3")));
+        assert!(!is_object_url(Path::new("gs:/b")));
     }
 
     #[test]

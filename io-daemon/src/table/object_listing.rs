@@ -16,7 +16,7 @@ use super::{
     TableError, MAX_DEPTH, MAX_FILES,
 };
 use crate::storage::object::{
-    object_root, split_url, Failure, ListedObject, ObjectRoot, StorageError,
+    object_root, split_url, Failure, ListedObject, ObjectRoot, Scheme, StorageError,
 };
 
 /// Lists `source`'s objects under the data root `data_url` (`s3://bucket/prefix`).
@@ -36,7 +36,7 @@ pub(super) fn list(data_url: &Path, source: &ScanSource) -> Result<Listing, Tabl
 /// Lists objects named by URL (`s3://bucket/key`, globs allowed), all in one bucket:
 /// the listing's root is the bucket, so hive partitions come from the whole key.
 pub(super) fn list_urls(urls: &[PathBuf]) -> Result<Listing, TableError> {
-    let mut bucket: Option<String> = None;
+    let mut bucket: Option<(Scheme, String)> = None;
     let mut keys = Vec::with_capacity(urls.len());
     for url in urls {
         let text = url.to_string_lossy();
@@ -45,25 +45,26 @@ pub(super) fn list_urls(urls: &[PathBuf]) -> Result<Listing, TableError> {
             name: text.clone().into_owned(),
             reason,
         };
-        let (b, key) = split_url(&text).map_err(|_| invalid("not an s3://bucket/key URL"))?;
+        let (scheme, b, key) =
+            split_url(&text).map_err(|_| invalid("not an s3://, gs:// or az://bucket/key URL"))?;
         match &bucket {
-            Some(first) if first != b => {
+            Some((first_scheme, first)) if (*first_scheme, first.as_str()) != (scheme, b) => {
                 return Err(invalid("the paths of one FROM must lie in one bucket"))
             }
-            _ => bucket = Some(b.to_owned()),
+            _ => bucket = Some((scheme, b.to_owned())),
         }
         if key.is_empty() {
             return Err(invalid("names a bucket, not objects in it"));
         }
         keys.push(PathBuf::from(key));
     }
-    let Some(bucket) = bucket else {
+    let Some((scheme, bucket)) = bucket else {
         return Err(TableError::NoMatch {
             pattern: String::new(),
         });
     };
     list(
-        Path::new(&format!("s3://{bucket}")),
+        Path::new(&format!("{}{bucket}", scheme.prefix())),
         &ScanSource::Files { paths: keys },
     )
 }
@@ -269,6 +270,7 @@ mod tests {
             &["s3://a"][..],
             &["s3://a/x.parquet", "local/y.parquet"][..],
             &["s3://A/x.parquet"][..],
+            &["s3://a/x.parquet", "gs://a/y.parquet"][..],
         ] {
             let err = list_urls(&urls(bad)).expect_err("refused");
             assert!(
