@@ -3,8 +3,8 @@
 //!
 //! - [`storage`] is where bytes come from: one [`ByteRangeSource`](storage::ByteRangeSource)
 //!   interface over local files (positional reads or memory maps) and objects in
-//!   S3-compatible storage (`s3://bucket/prefix` roots: listing, ranged GETs coalesced and
-//!   fetched concurrently, retries, versions by ETag);
+//!   S3-compatible storage, GCS or Azure (`s3://`, `gs://`, `az://bucket/prefix` roots:
+//!   listing, ranged GETs coalesced and fetched concurrently, retries, versions by ETag);
 //! - [`table`] resolves a table name or file globs to files, a schema (with its hive
 //!   partition columns typed as DuckDB types them, [`hive`]) and a data version;
 //! - [`prune`] proves from metadata that files, row groups and pages hold no row

@@ -42,9 +42,9 @@ enum Action {
 #[derive(Debug, clap::Args)]
 struct Opts {
     /// Data directory, or an object-storage prefix `s3://bucket/prefix` (read-only;
-    /// endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
-    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP) [default: $RINGSCAN_DATA, else
-    /// ./ringscan-data].
+    /// endpoint and credentials from the AWS_* variables and the AWS profile;
+    /// `gs://bucket/prefix` and `az://container/prefix` from GOOGLE_* and AZURE_*)
+    /// [default: $RINGSCAN_DATA, else ./ringscan-data].
     #[arg(long, value_name = "DIR|URL")]
     data: Option<PathBuf>,
     /// For an s3:// root: the local directory for the daemon's socket, log and run

@@ -45,8 +45,9 @@ pub(crate) struct QueryArgs {
     /// first, for their effect; the last one's rows are printed.
     sql: String,
     /// Data directory, or an object-storage prefix `s3://bucket/prefix` (read-only;
-    /// endpoint and credentials from the AWS_* variables) [default: $RINGSCAN_DATA,
-    /// else ./ringscan-data].
+    /// endpoint and credentials from the AWS_* variables and the AWS profile;
+    /// `gs://bucket/prefix` and `az://container/prefix` from GOOGLE_* and AZURE_*)
+    /// [default: $RINGSCAN_DATA, else ./ringscan-data].
     #[arg(long, value_name = "DIR|URL")]
     data: Option<PathBuf>,
     /// For an s3:// root: the local directory for the daemon's socket, log and run

@@ -1,12 +1,14 @@
-//! Objects in S3-compatible storage (`s3://bucket/key`) behind [`ByteRangeSource`]:
-//! ranged GETs through the `object_store` crate.
+//! Objects in S3-compatible storage (`s3://bucket/key`), Google Cloud Storage
+//! (`gs://bucket/key`) and Azure Blob Storage (`az://container/key`) behind
+//! [`ByteRangeSource`]: ranged GETs through the `object_store` crate ([`Scheme`]).
 //!
 //! - One [`ObjectRoot`] per bucket and process ([`object_root`]), configured from the
 //!   standard environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
 //!   `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ALLOW_HTTP`) and
 //!   the AWS profile (`AWS_PROFILE`, `~/.aws/credentials`, `~/.aws/config`:
-//!   [`super::aws_profile`]), with its own small tokio runtime: the scan's threads are
-//!   plain threads and block on it.
+//!   [`super::aws_profile`]); for `gs://` and `az://` from the `GOOGLE_*` and `AZURE_*`
+//!   variables their clients read. Each root has its own small tokio runtime: the
+//!   scan's threads are plain threads and block on it.
 //! - Requests are retried with exponential backoff on 5xx answers, timeouts and broken
 //!   connections ([`RETRY`]), each bounded in time ([`REQUEST_TIMEOUT`]).
 //! - An object's version is its size and ETag (its last-modified time where the store
