@@ -12,9 +12,10 @@
 //!   `AWS_ENDPOINT` over `endpoint_url`.
 //! - A profile named by `AWS_PROFILE` that neither file has is an error naming the
 //!   files; so is a profile whose credentials this client cannot use (single sign-on,
-//!   roles, `credential_process`), a key without its secret, an unreadable file and a
-//!   line that is not `key = value`. Missing files and a missing `default` profile are
-//!   not errors: the environment alone configures the client then.
+//!   roles, `credential_process`; unless a variable gives the client keys another
+//!   way: a web identity, a container endpoint), a key without its secret, an
+//!   unreadable file and a line that is not `key = value`. Missing files and a missing
+//!   `default` profile are not errors: the environment alone configures the client then.
 
 use std::collections::HashMap;
 use std::io;
@@ -34,6 +35,13 @@ const UNSUPPORTED_KEYS: [&str; 5] = [
 
 /// An INI file's sections by name, each its keys (lower case) and values.
 type Sections = HashMap<String, HashMap<String, String>>;
+
+/// Variables that give `object_store` keys of its own (no profile needed).
+const OTHER_KEY_SOURCES: [&str; 3] = [
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+];
 
 /// What can go wrong reading a profile.
 #[derive(Debug, thiserror::Error)]
@@ -225,7 +233,9 @@ impl AwsEnvironment {
                         missing,
                     });
                 }
-                (None, None) => {
+                // Where a variable gives the client another source of keys (a web
+                // identity, a container's endpoint), the profile's way is not needed.
+                (None, None) if !OTHER_KEY_SOURCES.iter().any(|v| self.var(v).is_some()) => {
                     if let Some((path, key)) = UNSUPPORTED_KEYS
                         .iter()
                         .find_map(|k| lookup(k).map(|(path, _)| (path, *k)))
@@ -237,6 +247,7 @@ impl AwsEnvironment {
                         });
                     }
                 }
+                (None, None) => {}
             }
         }
         if self.var("AWS_REGION").is_none() && self.var("AWS_DEFAULT_REGION").is_none() {
@@ -483,6 +494,17 @@ mod tests {
             )
         );
         assert!(error("b").contains("aws_secret_access_key without aws_access_key_id"));
+        // With another source of keys in the environment, the profile's is not needed.
+        let s = env(
+            dir.path(),
+            &[
+                ("AWS_PROFILE", "sso"),
+                ("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"),
+            ],
+        )
+        .s3_settings()
+        .unwrap();
+        assert_eq!(get(&s, "aws_access_key_id"), None);
         let sso = error("sso");
         assert!(
             sso.contains(&format!("profile sso in {}", config.display()))
