@@ -158,7 +158,8 @@ impl Memtable {
     }
 
     /// Whether a row id is older than every row held (a flush moved it into a file).
-    pub(crate) fn flushed(&self, row: u64) -> bool {
+    #[cfg(test)]
+    fn flushed(&self, row: u64) -> bool {
         self.parts.first().is_none_or(|p| row < p.first_row)
     }
 

@@ -9,6 +9,7 @@
 
 pub mod file;
 mod file_keys;
+mod key_index;
 pub mod manifest;
 mod memtable;
 pub mod store;

@@ -19,9 +19,9 @@
 //! no disk space), under the same lock the change takes; a table's version names that
 //! file too.
 
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{self, File};
+use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_buffer::Buffer;
-use arrow_row::{RowConverter, SortField};
+use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -40,6 +40,7 @@ use ringscan_ipc::msg::{CmpOp, FileVersion, Literal, Operand, Predicate};
 
 use super::file::{FsDir, LogDir};
 use super::file_keys::{self, FileKeys};
+use super::key_index::KeyIndex;
 use super::manifest::{sync_dir, Manifest, ManifestFile, MANIFEST_FILE};
 use super::memtable::Memtable;
 use super::wal::{Committer, Lsn, Wal};
@@ -126,6 +127,13 @@ pub(crate) struct Table {
     /// Encodes the key's columns into comparable bytes (made once: making one per
     /// commit was a visible part of a single-row insert's cost).
     converter: Option<RowConverter>,
+    /// Hashes an encoded key to its fingerprint in [`TableState::keys`] (seeded per
+    /// process; foldhash: SipHash was a third of a large COPY's daemon time).
+    key_hasher: foldhash::quality::RandomState,
+    /// The bits of a hash a fingerprint keeps: all of them, but for tests that make
+    /// keys share fingerprints to reach the exact check (Relaxed: read alone, and set
+    /// before the keys it bears on are hashed).
+    fingerprint_mask: AtomicU64,
     state: RwLock<TableState>,
 }
 
@@ -134,10 +142,14 @@ struct TableState {
     manifest: Manifest,
     /// Rows not yet in a file.
     mem: Memtable,
-    /// The keys of the memtable's rows and of the commits being written, with the
-    /// memtable row's id. A flush moves its rows' keys out, into the new file's
-    /// [`FileKeys`].
-    keys: KeyMap,
+    /// The keys of the memtable's rows and of the commits being written, by
+    /// fingerprint, with the row's id. A flush moves its rows' keys out, into the new
+    /// file's [`FileKeys`].
+    keys: KeyIndex,
+    /// The rows of the commits prepared and not yet applied, with the id of each one's
+    /// first row, oldest first: a key of the index is checked against its row here
+    /// until the memtable has it.
+    pending: VecDeque<(u64, Vec<RecordBatch>)>,
     /// The keys of the manifest's files, in brief, by file name.
     file_keys: HashMap<String, Arc<FileKeys>>,
     /// Grows by one with each file added to the table: a statement whose keys were
@@ -146,18 +158,70 @@ struct TableState {
     file_gen: u64,
     /// The id the next prepared commit's first row gets.
     next_id: u64,
-    /// Truncates so far.
-    truncates: u64,
     dropped: bool,
 }
 
-/// An encoded primary key, with the (batch, row) that holds it.
-type KeyAt = (Box<[u8]>, (usize, usize));
+/// The row with id `id`, in the memtable or in a commit prepared and not yet applied
+/// (see [`TableState::pending`]).
+fn held_row(
+    mem: &Memtable,
+    pending: &VecDeque<(u64, Vec<RecordBatch>)>,
+    id: u64,
+) -> Option<RecordBatch> {
+    if let Some(row) = mem.row(id) {
+        return Some(row);
+    }
+    let at = pending.partition_point(|(first, _)| *first <= id);
+    let (first, batches) = pending.get(at.checked_sub(1)?)?;
+    row_at(*first, batches, id)
+}
 
-/// The keys of a table's rows in memory and where each row is (see
-/// `TableState::keys`). Hashed with foldhash, seeded per process: SipHash was a third
-/// of a large COPY's daemon time.
-type KeyMap = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
+/// The row with id `id` of `batches`, whose first row's id is `first`.
+fn row_at(first: u64, batches: &[RecordBatch], id: u64) -> Option<RecordBatch> {
+    let mut offset = usize::try_from(id.checked_sub(first)?).ok()?;
+    for batch in batches {
+        if offset < batch.num_rows() {
+            return Some(batch.slice(offset, 1));
+        }
+        offset -= batch.num_rows();
+    }
+    None
+}
+
+/// A statement's primary keys, in row order: encoded (one [`Rows`] per batch) and
+/// their fingerprints.
+#[derive(Debug, Default)]
+struct StatementKeys {
+    rows: Vec<Rows>,
+    /// The row count of the batches up to and including each one.
+    ends: Vec<usize>,
+    fingerprints: Vec<u64>,
+}
+
+impl StatementKeys {
+    fn len(&self) -> usize {
+        self.fingerprints.len()
+    }
+
+    /// (batch, row) of the statement's `i`th row.
+    fn at(&self, i: usize) -> (usize, usize) {
+        let b = self.ends.partition_point(|&end| end <= i);
+        (b, i - b.checked_sub(1).map_or(0, |p| self.ends[p]))
+    }
+
+    /// The `i`th row's encoded key.
+    fn key(&self, i: usize) -> &[u8] {
+        let (b, r) = self.at(i);
+        self.rows[b].row(r).data()
+    }
+
+    /// Every encoded key, in row order.
+    fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.rows
+            .iter()
+            .flat_map(|rows| rows.iter().map(|row| row.data()))
+    }
+}
 
 /// Whether a float column holds no NaN (`None`: not a float column).
 fn no_nan(column: &dyn Array) -> Option<bool> {
@@ -182,30 +246,17 @@ fn no_nan(column: &dyn Array) -> Option<bool> {
     }
 }
 
-/// The id of the first row of each of `batches`, the first one's being `first`.
-fn row_starts(first: u64, batches: &[RecordBatch]) -> Vec<u64> {
-    let mut starts = Vec::with_capacity(batches.len());
-    let mut at = first;
-    for b in batches {
-        starts.push(at);
-        at += b.num_rows() as u64;
-    }
-    starts
-}
-
 /// One statement's rows on their way through the log.
 #[derive(Debug)]
 pub struct Commit {
     table: Arc<Table>,
     batches: Vec<RecordBatch>,
-    /// Their primary keys, encoded, with (batch, row) to name one in an error.
-    keys: Vec<KeyAt>,
+    /// Their primary keys.
+    keys: StatementKeys,
     /// Its log record (the rows' arrays may be slices of it).
     payload: Buffer,
     /// The id its first row gets (set when its keys are checked).
     first_id: u64,
-    /// The table's truncate count then.
-    truncates: u64,
     /// The table's file generation its keys were checked against.
     file_gen: u64,
 }
@@ -331,11 +382,11 @@ impl Ingest {
                 let keys = table.keys_of(&batches)?;
                 records += 1;
                 rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-                let starts = row_starts(state.mem.next_row(), &batches);
-                state.keys.extend(
-                    keys.into_iter()
-                        .map(|(key, (b, r))| (key, starts[b] + r as u64)),
-                );
+                let first = state.mem.next_row();
+                state.keys.reserve(keys.len());
+                for (i, &fingerprint) in keys.fingerprints.iter().enumerate() {
+                    state.keys.insert(fingerprint, first + i as u64);
+                }
                 state.mem.append(lsn, batches);
                 Ok(())
             },
@@ -440,6 +491,7 @@ impl Ingest {
         state.dropped = true;
         state.mem.clear();
         state.keys.clear();
+        state.pending.clear();
         state.file_keys.clear();
         map.remove(name);
         let _ = fs::remove_dir_all(&table.dir);
@@ -463,10 +515,12 @@ impl Ingest {
             return Err(e.to_string());
         }
         state.manifest = manifest;
+        // The keys of commits prepared and not yet applied stay: they apply after the
+        // truncate (the log replays them after it too), and a key of theirs is taken.
+        let applied_end = state.mem.next_row();
+        state.keys.retain(|row| row >= applied_end);
         state.mem.clear();
-        state.keys.clear();
         state.file_keys.clear();
-        state.truncates += 1;
         self.tables.version.bump();
         drop(state);
         for file in old_files {
@@ -530,7 +584,7 @@ impl Ingest {
         // cannot rule a key out, must not hold up the log's writer).
         let (files, file_gen) = table.files_now();
         if let Some(i) = table.first_in(&files, &keys)? {
-            return Err(table.duplicate(&batches, keys[i].1));
+            return Err(table.duplicate(&batches, keys.at(i)));
         }
         Ok(Commit {
             table,
@@ -538,7 +592,6 @@ impl Ingest {
             keys,
             payload: record,
             first_id: 0,
-            truncates: 0,
             file_gen,
         })
     }
@@ -717,7 +770,7 @@ impl Ingest {
         // The flushed rows' keys now answer from the file (the ids from `end` on are
         // rows still in memory, or of commits on their way).
         table.add_file(&mut state, name, keys);
-        state.keys.retain(|_, row| *row >= end);
+        state.keys.retain(|row| row >= end);
         self.tables.version.bump();
         Ok(written.rows)
     }
@@ -894,14 +947,16 @@ impl Table {
             schema,
             key,
             converter,
+            key_hasher: foldhash::quality::RandomState::default(),
+            fingerprint_mask: AtomicU64::new(u64::MAX),
             state: RwLock::new(TableState {
                 manifest,
                 mem: Memtable::default(),
-                keys: KeyMap::default(),
+                keys: KeyIndex::default(),
+                pending: VecDeque::new(),
                 file_keys: HashMap::new(),
                 file_gen: 0,
                 next_id: 0,
-                truncates: 0,
                 dropped: false,
             }),
         };
@@ -953,14 +1008,15 @@ impl Table {
     }
 
     /// The first of `keys` (its index) that one of `files` holds.
-    fn first_in(&self, files: &[Arc<FileKeys>], keys: &[KeyAt]) -> Result<Option<usize>, String> {
+    fn first_in(
+        &self,
+        files: &[Arc<FileKeys>],
+        keys: &StatementKeys,
+    ) -> Result<Option<usize>, String> {
         match &self.converter {
-            Some(converter) if !files.is_empty() && !keys.is_empty() => file_keys::first_in_files(
-                files,
-                keys.iter().enumerate().map(|(i, (k, _))| (i, &**k)),
-                &self.key,
-                converter,
-            ),
+            Some(converter) if !files.is_empty() && keys.len() > 0 => {
+                file_keys::first_in_files(files, keys.iter().enumerate(), &self.key, converter)
+            }
             _ => Ok(None),
         }
     }
@@ -995,9 +1051,15 @@ impl Table {
         }
         let rows = self.key_converter().ok()?.convert_columns(&values).ok()?;
         let key = rows.row(0);
-        Some(match state.keys.get(key.as_ref()) {
-            Some(row) if !state.mem.flushed(*row) => KeyHit::Memory(state.mem.row(*row)?),
-            Some(_) => KeyHit::Files,
+        // Rows of commits not yet applied are not in a snapshot: only the memtable's.
+        let in_memory = state.keys.find(self.fingerprint(key.data()), |id| {
+            state
+                .mem
+                .row(id)
+                .is_some_and(|row| self.row_has_key(&row, key.data()))
+        });
+        Some(match in_memory {
+            Some(id) => KeyHit::Memory(state.mem.row(id)?),
             None if state
                 .file_keys
                 .values()
@@ -1075,27 +1137,48 @@ impl Table {
         Ok(out)
     }
 
-    /// The primary keys of `batches`, encoded, each with its batch and row.
-    fn keys_of(&self, batches: &[RecordBatch]) -> Result<Vec<KeyAt>, String> {
+    /// The fingerprint of an encoded key in [`TableState::keys`].
+    fn fingerprint(&self, key: &[u8]) -> u64 {
+        self.key_hasher.hash_one(key) & self.fingerprint_mask.load(Ordering::Relaxed)
+    }
+
+    /// The encoded keys of `batch`'s rows.
+    fn encode_keys(&self, batch: &RecordBatch) -> Result<Rows, String> {
+        let columns: Vec<ArrayRef> = self
+            .key
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        self.key_converter()?
+            .convert_columns(&columns)
+            .map_err(|e| format!("table {}: its key: {e}", self.name))
+    }
+
+    /// Whether the one row of `row` has the encoded key `key` (the exact check behind
+    /// a fingerprint's match).
+    fn row_has_key(&self, row: &RecordBatch, key: &[u8]) -> bool {
+        // A row once encoded encodes again; were it not to, a fingerprint's match is
+        // taken as the key's (refusing a new key rather than taking a duplicate).
+        self.encode_keys(row).map_or(true, |rows| {
+            rows.num_rows() == 1 && rows.row(0).data() == key
+        })
+    }
+
+    /// The primary keys of `batches`, encoded, with their fingerprints.
+    fn keys_of(&self, batches: &[RecordBatch]) -> Result<StatementKeys, String> {
+        let mut keys = StatementKeys::default();
         if self.key.is_empty() {
-            return Ok(Vec::new());
+            return Ok(keys);
         }
-        let converter = self.key_converter()?;
-        let mut keys = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
-        for (b, batch) in batches.iter().enumerate() {
-            let columns: Vec<ArrayRef> = self
-                .key
-                .iter()
-                .map(|&i| Arc::clone(batch.column(i)))
-                .collect();
-            let rows = converter
-                .convert_columns(&columns)
-                .map_err(|e| format!("table {}: its key: {e}", self.name))?;
-            keys.extend(
-                rows.iter()
-                    .enumerate()
-                    .map(|(r, row)| (Box::<[u8]>::from(row.as_ref()), (b, r))),
-            );
+        keys.fingerprints
+            .reserve(batches.iter().map(RecordBatch::num_rows).sum());
+        for batch in batches {
+            let rows = self.encode_keys(batch)?;
+            keys.fingerprints
+                .extend(rows.iter().map(|row| self.fingerprint(row.data())));
+            keys.ends
+                .push(keys.ends.last().copied().unwrap_or(0) + rows.num_rows());
+            keys.rows.push(rows);
         }
         Ok(keys)
     }
@@ -1246,34 +1329,38 @@ impl Committer for Writer {
                 .cloned()
                 .collect();
             if let Some(i) = table.first_in(&newer, &commit.keys)? {
-                return Err(table.duplicate(&commit.batches, commit.keys[i].1));
+                return Err(table.duplicate(&commit.batches, commit.keys.at(i)));
             }
         }
         state.next_id = state.next_id.max(state.mem.next_row());
         let first = state.next_id;
-        let starts = row_starts(first, &commit.batches);
-        // The keys move into the map (a large COPY's millions of them are not copied,
-        // and the map grows once); the rare paths that need them again (a duplicate
-        // here, an abandoned commit, a truncate meanwhile) encode them again.
-        let keys = std::mem::take(&mut commit.keys);
-        state.keys.reserve(keys.len());
-        for (i, (key, (b, r))) in keys.into_iter().enumerate() {
-            match state.keys.entry(key) {
-                Entry::Vacant(slot) => {
-                    slot.insert(starts[b] + r as u64);
-                }
-                Entry::Occupied(_) => {
-                    for (k, _) in table.keys_of(&commit.batches)?.iter().take(i) {
-                        state.keys.remove(k);
-                    }
-                    return Err(table.duplicate(&commit.batches, (b, r)));
-                }
+        let keys = &commit.keys;
+        let TableState {
+            keys: index,
+            mem,
+            pending,
+            ..
+        } = &mut *state;
+        // The row a fingerprint's match names: of this statement, of a commit on its
+        // way, or of the memtable.
+        let same = |i: usize, id: u64| {
+            let row = if id >= first {
+                row_at(first, &commit.batches, id)
+            } else {
+                held_row(mem, pending, id)
+            };
+            row.is_some_and(|row| table.row_has_key(&row, keys.key(i)))
+        };
+        if let Err((i, _)) = index.insert_new_all(&keys.fingerprints, first, same) {
+            for (j, &taken) in keys.fingerprints[..i].iter().enumerate() {
+                index.remove(taken, first + j as u64);
             }
+            return Err(table.duplicate(&commit.batches, keys.at(i)));
         }
+        pending.push_back((first, commit.batches.clone()));
         let rows: u64 = commit.batches.iter().map(|b| b.num_rows() as u64).sum();
         state.next_id = first + rows;
         commit.first_id = first;
-        commit.truncates = state.truncates;
         Ok(LogBytes(std::mem::replace(
             &mut commit.payload,
             Buffer::from_vec(Vec::<u8>::new()),
@@ -1283,25 +1370,19 @@ impl Committer for Writer {
     fn apply(&mut self, lsn: Lsn, commit: Commit) {
         let mut state = lock_write(&commit.table.state);
         self.tables.applied_lsn.store(lsn, Ordering::Release);
+        let applied = state.pending.pop_front();
+        debug_assert!(
+            state.dropped || applied.is_some_and(|(first, _)| first == commit.first_id),
+            "commits apply in the order prepared"
+        );
         if state.dropped {
             return;
         }
-        // A truncate cleared the keys after this commit's were checked (which moved
-        // them into the map): they are encoded again.
-        let keys = if commit.truncates != state.truncates {
-            commit.table.keys_of(&commit.batches).unwrap_or_default()
-        } else {
-            Vec::new()
-        };
         let Commit {
             batches, first_id, ..
         } = commit;
-        let starts = row_starts(state.mem.next_row(), &batches);
         let first = state.mem.append(lsn, batches);
         debug_assert_eq!(first, first_id, "rows are appended in the order prepared");
-        for (key, (b, r)) in keys {
-            state.keys.insert(key, starts[b] + r as u64);
-        }
         // Under the table's lock: a describe that stats the version sees this change
         // exactly when it sees these rows.
         self.tables.version.bump();
@@ -1309,16 +1390,14 @@ impl Committer for Writer {
 
     fn abandon(&mut self, commit: Commit) {
         let mut state = lock_write(&commit.table.state);
-        if commit.truncates == state.truncates {
-            // Its keys went into the map when it was prepared: encoded again to take
-            // them out.
-            let keys = commit.table.keys_of(&commit.batches).unwrap_or_default();
-            for (key, _) in &keys {
-                state.keys.remove(key);
-            }
+        // Its keys went into the index when it was prepared (a truncate since keeps
+        // them; a drop cleared them, and then there is nothing to remove).
+        for (j, &fingerprint) in commit.keys.fingerprints.iter().enumerate() {
+            state.keys.remove(fingerprint, commit.first_id + j as u64);
         }
         // Its ids (and those of any commit prepared after it, abandoned with it) are
         // handed back.
+        state.pending.retain(|(first, _)| *first < commit.first_id);
         state.next_id = state.next_id.min(commit.first_id);
     }
 }
@@ -1850,6 +1929,147 @@ mod tests {
         let mut expected: Vec<i64> = reference.into_iter().collect();
         expected.sort_unstable();
         assert_eq!(ids(&ingest, "t"), expected);
+    }
+
+    /// Keys in memory are kept by fingerprint; with 3-bit fingerprints every key
+    /// shares one with an eighth of the others, so each answer rests on the exact
+    /// check of a row: of the memtable, of a commit on its way, of the statement itself.
+    #[test]
+    fn keys_sharing_fingerprints_refuse_exactly_what_a_set_of_every_key_refuses() {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        let weaken = |ingest: &Ingest| {
+            let table = ingest.table("t").unwrap();
+            table.fingerprint_mask.store(7, Ordering::Relaxed);
+        };
+        weaken(&ingest);
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut random = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        // One statement at a time, against a set of every key (a truncate empties it).
+        let mut reference: HashSet<i64> = HashSet::new();
+        let (mut refused, mut accepted) = (0, 0);
+        for round in 0..200 {
+            // Repeats within a statement too.
+            let ids: Vec<i64> = (0..1 + random(12)).map(|_| random(500) as i64).collect();
+            let mut seen = HashSet::new();
+            let dup = ids
+                .iter()
+                .any(|i| reference.contains(i) || !seen.insert(*i));
+            match insert(&ingest, "t", &ids) {
+                Ok(_) => {
+                    assert!(!dup, "round {round}: {ids:?} accepted");
+                    reference.extend(ids.iter().copied());
+                    accepted += 1;
+                }
+                Err(e) => {
+                    assert!(dup && e.contains("already exists"), "round {round}: {e}");
+                    refused += 1;
+                }
+            }
+            match round % 50 {
+                20 => {
+                    ingest.flush(true).unwrap();
+                }
+                45 => {
+                    ingest.truncate("t").unwrap();
+                    reference.clear();
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            accepted > 30 && refused > 30,
+            "{accepted} accepted, {refused} refused"
+        );
+        let mut expected: Vec<i64> = reference.iter().copied().collect();
+        expected.sort_unstable();
+        assert_eq!(ids(&ingest, "t"), expected);
+        // A point lookup finds its row, not another of the same fingerprint.
+        for id in 0..500 {
+            let p = Predicate::compare("id", CmpOp::Eq, Literal::Int(id));
+            let s = ingest.snapshot_for("t", false, Some(&p)).unwrap();
+            let mem: Vec<i64> = s
+                .rows
+                .iter()
+                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect();
+            assert!(mem.iter().all(|&m| m == id), "{id}: {mem:?}");
+            if !reference.contains(&id) {
+                assert!(mem.is_empty(), "{id}: {mem:?}");
+            }
+        }
+
+        // Four writers at once: commits of one group are checked against each other's
+        // rows before any is applied. Whatever the order, no key is taken twice, and a
+        // statement is refused only for a key taken (by another or twice by itself).
+        ingest.truncate("t").unwrap();
+        let ingest = &ingest;
+        let outcomes: Vec<(Vec<i64>, Result<(), String>)> = std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..4u64)
+                .map(|w| {
+                    scope.spawn(move || {
+                        let mut seed = 0x2545_f491_4f6c_dd1d_u64 ^ ((w + 1) * 0x1234_5678);
+                        let mut random = move |below: u64| {
+                            seed ^= seed << 13;
+                            seed ^= seed >> 7;
+                            seed ^= seed << 17;
+                            seed % below
+                        };
+                        let mut out = Vec::new();
+                        for round in 0..100 {
+                            let ids: Vec<i64> =
+                                (0..1 + random(6)).map(|_| random(1_500) as i64).collect();
+                            let result = insert(ingest, "t", &ids).map(|_| ());
+                            out.push((ids, result));
+                            if w == 0 && round % 40 == 39 {
+                                ingest.flush(true).unwrap();
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            writers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect()
+        });
+        let mut taken: Vec<i64> = outcomes
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .flat_map(|(ids, _)| ids.iter().copied())
+            .collect();
+        taken.sort_unstable();
+        assert_eq!(ids(ingest, "t"), taken, "the table holds what was accepted");
+        assert!(
+            taken.windows(2).all(|w| w[0] != w[1]),
+            "a key accepted twice"
+        );
+        let mut refused = 0;
+        for (ids, result) in &outcomes {
+            let Err(e) = result else { continue };
+            refused += 1;
+            let named = ids.iter().any(|i| {
+                e.contains(&format!("Key (id)=({i})"))
+                    && (taken.binary_search(i).is_ok()
+                        || ids.iter().filter(|j| *j == i).count() > 1)
+            });
+            assert!(named, "{ids:?} refused for no key taken: {e}");
+        }
+        assert!(
+            refused > 10 && taken.len() > 300,
+            "{refused} refused, {} taken",
+            taken.len()
+        );
     }
 
     /// A flushed file names its float columns that hold no NaN (what the daemon's
