@@ -462,59 +462,30 @@ impl ObjectRoot {
         };
         let timeout = format!("{}ms", REQUEST_TIMEOUT.as_millis());
         // Each store's builder takes the same steps: its keys from `settings`, the
-        // bucket, the retries and the timeouts (after the settings: they are ours).
+        // bucket, the retries and the timeouts (after the settings: they are ours). The
+        // builders share no trait, hence a macro.
+        macro_rules! build {
+            ($builder:ty, $key:ident, $bucket:ident) => {{
+                let mut builder = <$builder>::new();
+                for (key, value) in settings {
+                    if let Ok(key) = key.parse::<$key>() {
+                        builder = builder.with_config(key, value);
+                    }
+                }
+                let store = builder
+                    .$bucket(bucket)
+                    .with_retry(retry)
+                    .with_config($key::Client(ClientConfigKey::Timeout), timeout)
+                    .with_config($key::Client(ClientConfigKey::ConnectTimeout), "5s")
+                    .build()
+                    .map_err(|e| config_error(e.to_string()))?;
+                Arc::new(store) as Arc<dyn ObjectStore>
+            }};
+        }
         let store: Arc<dyn ObjectStore> = match scheme {
-            Scheme::S3 => {
-                let mut builder = AmazonS3Builder::new();
-                for (key, value) in settings {
-                    if let Ok(key) = key.parse::<AmazonS3ConfigKey>() {
-                        builder = builder.with_config(key, value);
-                    }
-                }
-                let client = AmazonS3ConfigKey::Client;
-                let store = builder
-                    .with_bucket_name(bucket)
-                    .with_retry(retry)
-                    .with_config(client(ClientConfigKey::Timeout), timeout)
-                    .with_config(client(ClientConfigKey::ConnectTimeout), "5s")
-                    .build()
-                    .map_err(|e| config_error(e.to_string()))?;
-                Arc::new(store)
-            }
-            Scheme::Gcs => {
-                let mut builder = GoogleCloudStorageBuilder::new();
-                for (key, value) in settings {
-                    if let Ok(key) = key.parse::<GoogleConfigKey>() {
-                        builder = builder.with_config(key, value);
-                    }
-                }
-                let client = GoogleConfigKey::Client;
-                let store = builder
-                    .with_bucket_name(bucket)
-                    .with_retry(retry)
-                    .with_config(client(ClientConfigKey::Timeout), timeout)
-                    .with_config(client(ClientConfigKey::ConnectTimeout), "5s")
-                    .build()
-                    .map_err(|e| config_error(e.to_string()))?;
-                Arc::new(store)
-            }
-            Scheme::Azure => {
-                let mut builder = MicrosoftAzureBuilder::new();
-                for (key, value) in settings {
-                    if let Ok(key) = key.parse::<AzureConfigKey>() {
-                        builder = builder.with_config(key, value);
-                    }
-                }
-                let client = AzureConfigKey::Client;
-                let store = builder
-                    .with_container_name(bucket)
-                    .with_retry(retry)
-                    .with_config(client(ClientConfigKey::Timeout), timeout)
-                    .with_config(client(ClientConfigKey::ConnectTimeout), "5s")
-                    .build()
-                    .map_err(|e| config_error(e.to_string()))?;
-                Arc::new(store)
-            }
+            Scheme::S3 => build!(AmazonS3Builder, AmazonS3ConfigKey, with_bucket_name),
+            Scheme::Gcs => build!(GoogleCloudStorageBuilder, GoogleConfigKey, with_bucket_name),
+            Scheme::Azure => build!(MicrosoftAzureBuilder, AzureConfigKey, with_container_name),
         };
         // Two threads drive the HTTP connections; the scan's own threads wait on them.
         let runtime = tokio::runtime::Builder::new_multi_thread()
