@@ -183,6 +183,18 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// A moto server on loopback whose bucket `lake` holds, under `r/`, the files of
+/// [`write_partitioned`] (also written under `dir/data`, returned).
+fn partitioned_lake(python: &Path, dir: &Path) -> (Moto, PathBuf) {
+    let moto = Moto::start(python, &dir.join("moto.log"), &[]);
+    let local = dir.join("data");
+    std::fs::create_dir_all(&local).expect("mkdir");
+    write_partitioned(&local);
+    moto.boto("s3.create_bucket(Bucket='lake')");
+    moto.upload_dir(&local, "lake", "r");
+    (moto, local)
+}
+
 /// A hive-partitioned table `part` (`region=.../year=.../p.parquet`), several row
 /// groups per file, with a page index.
 fn write_partitioned(data: &Path) {
@@ -379,12 +391,7 @@ fn bad_objects_buckets_and_credentials_are_named_and_the_daemon_serves_on() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
-    let local = dir.path().join("data");
-    std::fs::create_dir_all(&local).expect("mkdir");
-    write_partitioned(&local);
-    moto.boto("s3.create_bucket(Bucket='lake')");
-    moto.upload_dir(&local, "lake", "r");
+    let (moto, local) = partitioned_lake(python, dir.path());
     let good = std::fs::read(local.join("part/region=east/year=2023/p.parquet")).expect("read");
     moto.put(
         "lake",
@@ -512,12 +519,7 @@ fn daemon_commands_and_the_postgres_host_take_an_s3_root() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
-    let local = dir.path().join("data");
-    std::fs::create_dir_all(&local).expect("mkdir");
-    write_partitioned(&local);
-    moto.boto("s3.create_bucket(Bucket='lake')");
-    moto.upload_dir(&local, "lake", "r");
+    let (moto, local) = partitioned_lake(python, dir.path());
     let url = "s3://lake/r";
     let endpoint = moto.endpoint();
     let state = dir.path().join("state");
@@ -1273,12 +1275,7 @@ fn credentials_and_region_come_from_an_aws_profile() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let moto = Moto::start(python, &dir.path().join("moto.log"), &[]);
-    let local = dir.path().join("data");
-    std::fs::create_dir_all(&local).expect("mkdir");
-    write_partitioned(&local);
-    moto.boto("s3.create_bucket(Bucket='lake')");
-    moto.upload_dir(&local, "lake", "r");
+    let (moto, local) = partitioned_lake(python, dir.path());
     let url = "s3://lake/r";
     let endpoint = moto.endpoint();
     let home = dir.path().join("home");
