@@ -1096,9 +1096,13 @@ fn poll_here<F: std::future::Future>(work: F) -> F::Output {
     }
     let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = std::task::Context::from_waker(&waker);
-    let mut work = std::pin::pin!(work);
+    // Outside tokio's cooperative budget: polled inside a task of another runtime (a
+    // host's connection), a channel past that task's budget defers its wake-up to
+    // that runtime, which never gets the thread back meanwhile (a COPY of a million
+    // rows hung on its 129th batch).
+    let mut work = std::pin::pin!(tokio::task::unconstrained(work));
     loop {
-        if let std::task::Poll::Ready(done) = work.as_mut().poll(&mut cx) {
+        if let std::task::Poll::Ready(done) = std::future::Future::poll(work.as_mut(), &mut cx) {
             return done;
         }
         // A wake-up before the park leaves its token: the park returns at once.
@@ -1528,6 +1532,28 @@ mod tests {
             started.elapsed()
         });
         assert!(slept >= Duration::from_millis(20), "{slept:?}");
+
+        // Many messages from another thread through a bounded channel, received inside
+        // a task of the single-threaded runtime: past tokio's budget of 128 a receive
+        // would defer its wake-up to that runtime (and hang here).
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<u32>(4);
+        let sender = std::thread::spawn(move || {
+            for i in 0..1000 {
+                tx.blocking_send(i).expect("receiver alive");
+            }
+        });
+        let sum = connection.block_on(async {
+            let _current = session.enter();
+            poll_here(async {
+                let mut sum = 0u64;
+                while let Some(i) = rx.recv().await {
+                    sum += u64::from(i);
+                }
+                sum
+            })
+        });
+        sender.join().expect("sender");
+        assert_eq!(sum, 999 * 1000 / 2);
     }
 
     /// The one-scan shortcut of [`combined_summary`] gives what combining the scan
