@@ -95,11 +95,12 @@ class LatencyProxy:
         self.listener.close()
 
 
-def query(ringscan, sql, root, env, work):
-    """One cold run of `sql` (the root's daemon stopped first): the stats JSON, and the
-    command's own wall time in seconds."""
-    subprocess.run([ringscan, "daemon", "stop", *root], env=env, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def query(ringscan, sql, root, env, work, stop=True):
+    """One cold run of `sql` (the root's daemon stopped first, unless `stop` is false):
+    the stats JSON, and the command's own wall time in seconds."""
+    if stop:
+        subprocess.run([ringscan, "daemon", "stop", *root], env=env, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = os.path.join(work, "stats.json")
     started = time.monotonic()
     subprocess.run([ringscan, "query", "--no-cache", "--stats-json", out, sql, *root],
@@ -108,6 +109,40 @@ def query(ringscan, sql, root, env, work):
     wall = time.monotonic() - started
     with open(out) as f:
         return json.load(f), wall
+
+
+def daemon_figures(ringscan, root, env, before=None):
+    """The root's running daemon: minor page faults, CPU time (ms) and peak resident
+    memory (MB, VmHWM) so far, less `before` (the same figures earlier) where given."""
+    out = subprocess.run([ringscan, "daemon", "status", *root], env=env, check=True,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True).stdout
+    pid = int(out.split()[1])
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
+    minflt, cpu_ms = int(fields[7]), (int(fields[11]) + int(fields[12])) * tick_ms
+    with open(f"/proc/{pid}/status") as f:
+        hwm_mb = next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
+    if before:
+        minflt, cpu_ms = minflt - before[0], cpu_ms - before[1]
+    return minflt, cpu_ms, hwm_mb
+
+
+def kept_daemon(ringscan, root, env, log):
+    """`ringscan daemon run` for `root` kept up across queries, its column cache off: each
+    scan's data is as cold as a fresh daemon's (its footers are cached, which the scan's
+    timing does not include), its process is not."""
+    subprocess.run([ringscan, "daemon", "stop", *root], env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([ringscan, "daemon", "run", "--column-cache-bytes", "0", *root],
+                            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    deadline = time.time() + 30
+    while subprocess.run([ringscan, "daemon", "status", *root], env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+        if time.time() > deadline or proc.poll() is not None:
+            raise SystemExit(f"{ringscan} daemon run did not start")
+        time.sleep(0.1)
+    return proc
 
 
 def bytes_fetched(args, env, work, data):
@@ -133,15 +168,23 @@ def throughput(args, env, work, port, keys):
     client), in the same run, interleaved. Target (b): a cold count(DISTINCT) through a
     proxy adding 20 ms to every request against the same proxy at 0 ms."""
     proxies = {ms: LatencyProxy(port, ms) for ms in (0, args.latency_ms)}
-    # Each build's full scan in every round, against that round's plain GETs.
-    builds = [args.ringscan, *args.against]
+    # Each build's full scan in every round, against that round's plain GETs; with
+    # --kept, each build's scan on a daemon kept up too (label "kept").
+    builds = [(b, False) for b in (args.ringscan, *args.against)]
+    if args.kept:
+        builds += [(b, True) for b, _ in builds]
     directs = {b: ["--data", "s3://bench/root", "--state", os.path.join(work, f"state-direct-{i}")]
                for i, b in enumerate(builds)}
+    kept = {}
     via = {ms: ["--data", "s3://bench/root", "--state", os.path.join(work, f"state-{ms}ms")]
            for ms in proxies}
     urls = [f"s3://bench/{k}" for k in keys]
     scans, gets, distinct = {b: [] for b in builds}, {}, {ms: [] for ms in proxies}
     try:
+        for i, b in enumerate(builds):
+            if b[1]:
+                log = open(os.path.join(work, f"kept-{i}.log"), "w")
+                kept[b] = kept_daemon(b[0], directs[b], env, log)
         for rep in range(args.repeat):
             for concurrency, part in args.get_modes:
                 out = subprocess.run([args.s3_get, str(concurrency), str(part), *urls], check=True,
@@ -149,10 +192,13 @@ def throughput(args, env, work, port, keys):
                 g = json.loads(out.stdout)
                 gets.setdefault((concurrency, part), []).append(g["bytes"] / (g["wall_us"] / 1e6))
             for b in builds:
-                stats, wall = query(b, FULL_SCAN, directs[b], env, work)
+                ringscan, is_kept = b
+                before = daemon_figures(ringscan, directs[b], env) if is_kept else None
+                stats, wall = query(ringscan, FULL_SCAN, directs[b], env, work, stop=not is_kept)
                 scan = stats["scan"]
                 scans[b].append((scan["store_bytes_fetched"], scan["timings_us"]["total_us"], wall,
-                                 scan["store_requests"]))
+                                 scan["store_requests"],
+                                 daemon_figures(ringscan, directs[b], env, before)))
             for ms in proxies:
                 p_env = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxies[ms].port}")
                 before = proxies[ms].requests
@@ -161,9 +207,12 @@ def throughput(args, env, work, port, keys):
                                      stats["scan"]["timings_us"]["total_us"] / 1000,
                                      proxies[ms].requests - before))
     finally:
-        for b, root in [*directs.items(), *((args.ringscan, v) for v in via.values())]:
+        for b, root in [*((b[0], r) for b, r in directs.items()),
+                        *((args.ringscan, v) for v in via.values())]:
             subprocess.run([b, "daemon", "stop", *root], env=env,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for proc in kept.values():
+            proc.wait()
         for p in proxies.values():
             p.close()
     med = statistics.median
@@ -180,13 +229,17 @@ def throughput(args, env, work, port, keys):
     largest = gets[args.get_modes[0]]
     for b in builds:
         runs = scans[b]
-        scan_rate = med([f / (us / 1e6) for f, us, _, _ in runs])
-        rounds = [f / (us / 1e6) / g for (f, us, _, _), g in zip(runs, largest)]
-        label = "" if len(builds) == 1 else f" ({b})"
-        print(f"  scan{label}: {med([f for f, _, _, _ in runs]) / mib:.1f} MiB fetched in "
-              f"{med([r for _, _, _, r in runs]):.0f} requests, daemon scan "
-              f"{med([us for _, us, _, _ in runs]) / 1000:.0f} ms, query "
-              f"{med([w for _, _, w, _ in runs]) * 1000:.0f} ms: {scan_rate / mib:.1f} MiB/s")
+        scan_rate = med([f / (us / 1e6) for f, us, _, _, _ in runs])
+        rounds = [f / (us / 1e6) / g for (f, us, _, _, _), g in zip(runs, largest)]
+        label = "" if len(builds) == 1 else f" ({b[0]}{', kept daemon' if b[1] else ''})"
+        print(f"  scan{label}: {med([f for f, _, _, _, _ in runs]) / mib:.1f} MiB fetched in "
+              f"{med([r for _, _, _, r, _ in runs]):.0f} requests, daemon scan "
+              f"{med([us for _, us, _, _, _ in runs]) / 1000:.0f} ms, query "
+              f"{med([w for _, _, w, _, _ in runs]) * 1000:.0f} ms: {scan_rate / mib:.1f} MiB/s")
+        figures = [d for _, _, _, _, d in runs]
+        print(f"    daemon{' (over the scan)' if b[1] else ' (its whole life)'}: "
+              f"{med([d[0] for d in figures]):,.0f} minor faults, CPU "
+              f"{med([d[1] for d in figures]):.0f} ms, VmHWM {med([d[2] for d in figures]):.0f} MB")
         print(f"    / best plain GETs: {scan_rate / best:.0%}; per round, / that round's "
               f"{args.get_modes[0][1] / mib:g} MiB GETs: median {med(rounds):.0%} "
               f"({', '.join(f'{r:.0%}' for r in rounds)}) (target >= 80%)")
@@ -248,6 +301,9 @@ def main():
     parser.add_argument("--against", action="append", default=[], metavar="PATH",
                         help="with --throughput: other builds whose full scan runs in each "
                              "round too (an A/B in one run)")
+    parser.add_argument("--kept", action="store_true",
+                        help="with --throughput: each build's full scan on a daemon kept up "
+                             "(column cache off) too, against the fresh daemon's")
     parser.add_argument("--s3-get", default=os.path.join(target, "release", "examples", "s3_get"))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-ms", type=int, default=20)
