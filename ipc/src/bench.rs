@@ -453,6 +453,13 @@ pub struct RingBenchReport {
     pub idle: HandoffFigures,
     /// The pause before each idle hand-off.
     pub idle_gap_us: u64,
+    /// The work of one hand-off without the wait: the same one-row batch built,
+    /// pushed, imported and dropped by one thread on a ring of its own, in ns; one
+    /// figure per block of `handoff_samples` hand-offs. What a hand-off costs on top
+    /// of it is the wake-up (or spin) and the scheduling of the two processes.
+    pub work_ns: Vec<f64>,
+    /// Spread of `work_ns`.
+    pub work: Spread,
     /// Column bytes per throughput batch.
     pub batch_bytes: usize,
     /// Throughput batches timed per round.
@@ -500,7 +507,10 @@ fn run_all(
     let awake = handoff(config, spawn_peer, true, config.spin)?;
     let asleep = handoff(config, spawn_peer, true, Duration::ZERO)?;
     let idle = handoff(config, spawn_peer, false, config.spin)?;
+    let work_ns = handoff_work(config)?;
     Ok(RingBenchReport {
+        work: Spread::of(&work_ns),
+        work_ns,
         ratio: Spread::of(&ratios),
         shm_ratio: Spread::of(&shm_ratios),
         ring_gbps,
@@ -745,6 +755,39 @@ fn handoff(
     })
 }
 
+/// Blocks of hand-offs without a wait: one thread builds each one-row timestamp
+/// batch, pushes it, takes it from the consumer and drops it (its space released),
+/// on one ring; ns per hand-off, one figure per block.
+fn handoff_work(config: &RingBenchConfig) -> Result<Vec<f64>, BenchError> {
+    const BLOCKS: usize = 8;
+    let schema = timestamp_schema();
+    let name = unique_name("ringscan-bench");
+    let mut producer = Producer::create(&name, schema.clone(), 1 << 20)?;
+    let mut consumer = Consumer::attach(&name)?;
+    let mut blocks = Vec::with_capacity(BLOCKS);
+    for _ in 0..BLOCKS {
+        let start = Instant::now();
+        for _ in 0..config.handoff_samples {
+            let sent = UInt64Array::from(vec![monotonic_ns()]);
+            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(sent)])
+                .map_err(|e| BenchError::Stream(e.to_string()))?;
+            producer.push(&batch)?;
+            match consumer.try_next()? {
+                crate::TryNext::Batch(got) if got.num_rows() == 1 => drop(got),
+                other => {
+                    return Err(BenchError::Stream(format!(
+                        "expected the one-row batch just pushed, got {other:?}"
+                    )))
+                }
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / config.handoff_samples as f64;
+        blocks.push(ns);
+    }
+    producer.finish()?;
+    Ok(blocks)
+}
+
 /// The `p` quantile of `ns` in µs (nearest rank); 0 for none.
 fn percentile_us(ns: &mut [u64], p: f64) -> f64 {
     if ns.is_empty() {
@@ -787,6 +830,14 @@ pub fn render_table(r: &RingBenchReport) -> String {
     ] {
         let _ = writeln!(out, "{label:<40} {value}");
     }
+    let _ = writeln!(
+        out,
+        "{:<40} {:.2} / {:.2} / {:.2}",
+        "hand-off work, no wait (us): min / median / max",
+        r.work.min / 1000.0,
+        r.work.median / 1000.0,
+        r.work.max / 1000.0
+    );
     let _ = writeln!(
         out,
         "{:<40} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
