@@ -49,7 +49,7 @@ pub(crate) mod at {
     pub(crate) const DATA: u64 = 4096;
 }
 const MAGIC: u64 = u64::from_le_bytes(*b"RINGSCAN");
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Producer states (`layout::state`).
 pub(crate) const RUNNING: u32 = 1;
 pub(crate) const FINISHED: u32 = 2;

@@ -26,7 +26,7 @@ use crate::layout::{
 use crate::release::ReleaseTracker;
 use crate::ring::{validate_name, LIVENESS_INTERVAL};
 use crate::sys::{self, HoldsMapping, Mapping, ProcessWatch};
-use crate::wait::{notify_always, notify_if, wait_until, Spinner, Waited};
+use crate::wait::{notify_always, notify_if, peer_on_this_cpu, wait_until, Spinner, Waited};
 
 /// What [`Consumer::try_next`] found.
 #[derive(Debug)]
@@ -60,6 +60,8 @@ impl Shared {
             // our reads of the released records happen before it overwrites them.
             // Stored under the lock so concurrent releases publish monotonically.
             h.read_pos.store(read_pos, Ordering::Release);
+            // Relaxed: a hint for the producer's spin, read with no ordering.
+            h.consumer_cpu.store(sys::current_cpu(), Ordering::Relaxed);
             wake_producer(h, read_pos);
         }
     }
@@ -780,8 +782,10 @@ impl Consumer {
             }
             let seen = self.write_pos;
             let watch = pause.watch_producer;
-            // No spin while the producer waits for space we hold: it cannot publish.
-            let spinner = self.stall.is_none().then_some(&mut self.spinner);
+            // No spin while the producer waits for space we hold: it cannot publish;
+            // nor when it last ran on our CPU: it cannot run while we spin there.
+            let spin = self.stall.is_none() && !peer_on_this_cpu(&h.producer_cpu);
+            let spinner = spin.then_some(&mut self.spinner);
             let waited = wait_until(
                 spinner,
                 &h.consumer_waiting,

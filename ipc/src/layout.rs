@@ -12,8 +12,9 @@ pub(crate) const RING_MAGIC: u64 = u64::from_le_bytes(*b"RINGSCAN");
 /// Bumped on any change of the header or record layout, or of the wait protocol.
 /// Version 2: the producer's space target (`space_wanted_pos`) and the wake-up protocol
 /// of [`wait`](crate::wait) (notifiers take the waiter's flag); a peer of another
-/// version is refused at attach.
-pub(crate) const RING_VERSION: u32 = 2;
+/// version is refused at attach. Version 3: each side's last CPU (`producer_cpu`,
+/// `consumer_cpu`), which the other reads to decide whether to spin.
+pub(crate) const RING_VERSION: u32 = 3;
 /// Size of the header page; the data area starts right after it.
 pub(crate) const HEADER_BYTES: usize = 4096;
 /// Records start on, and are padded to, this alignment (Arrow's preferred buffer alignment).
@@ -67,13 +68,19 @@ pub(crate) struct RingHeader {
     pub(crate) write_pos: AtomicU64,
     /// Futex word the consumer sleeps on; the producer bumps it after publishing.
     pub(crate) data_word: AtomicU32,
-    _pad1: [u8; 52],
+    /// The CPU the producer last published from, plus one (0: not known): a hint
+    /// ([`crate::sys::current_cpu`]); the consumer does not spin when it runs there.
+    pub(crate) producer_cpu: AtomicU32,
+    _pad1: [u8; 48],
     // -- line 2: consumer-owned
     /// Bytes released by the consumer (monotonic, contiguous released prefix).
     pub(crate) read_pos: AtomicU64,
     /// Futex word the producer sleeps on; the consumer bumps it after releasing.
     pub(crate) space_word: AtomicU32,
-    _pad2: [u8; 52],
+    /// The CPU the consumer last released from, plus one (0: not known): a hint; the
+    /// producer does not spin when it runs there.
+    pub(crate) consumer_cpu: AtomicU32,
+    _pad2: [u8; 48],
     // -- line 3: set by the consumer just before it sleeps
     pub(crate) consumer_waiting: AtomicU32,
     _pad3: [u8; 60],

@@ -7,8 +7,9 @@
 //!   [`RecordBatch`](arrow_array::RecordBatch) as an Arrow IPC message straight into
 //!   ring space (one copy of the column data); the consumer imports it zero-copy, its
 //!   buffers pointing into the mapping, and the space is given back when the batch is
-//!   dropped (in any order). A wait may spin a bounded few µs ([`wait_spin`]; off by
-//!   default, measured not to pay on a busy 2-core machine), then blocks on a futex and
+//!   dropped (in any order). A wait may spin a bounded few µs ([`wait_spin`]; not
+//!   when the peer last ran on the waiter's CPU, where it cannot run until the waiter
+//!   sleeps), then blocks on a futex and
 //!   wakes every [`LIVENESS_INTERVAL`] to check the peer, so a dead peer is an error
 //!   within a second; publishing costs a system call only when the peer sleeps, one
 //!   per sleep. The name is unlinked as soon as both sides have mapped it.

@@ -17,7 +17,7 @@ use crate::layout::{
 };
 use crate::ring::{validate_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES};
 use crate::sys::{self, Mapping, ProcessWatch};
-use crate::wait::{notify, notify_always, wait_until, Spinner, Waited};
+use crate::wait::{notify, notify_always, peer_on_this_cpu, wait_until, Spinner, Waited};
 
 /// Creates a ring and pushes Arrow batches into it.
 ///
@@ -485,8 +485,11 @@ impl Producer {
             // `wait_until` (partner: the Acquire load of the flag in `notify_if`).
             let target = (write_pos + wanted).saturating_sub(capacity);
             h.space_wanted_pos.store(target, Ordering::Relaxed);
+            // No spin when the consumer last released from our CPU: it cannot run
+            // there while we spin.
+            let spinner = (!peer_on_this_cpu(&h.consumer_cpu)).then_some(&mut self.spinner);
             let waited = wait_until(
-                Some(&mut self.spinner),
+                spinner,
                 &h.producer_waiting,
                 &h.space_word,
                 LIVENESS_INTERVAL,
@@ -564,6 +567,8 @@ impl Producer {
         // Release, partner: the consumer's Acquire load of `write_pos`: the record bytes
         // written above are visible to it once it sees the new position.
         h.write_pos.store(self.write_pos, Ordering::Release);
+        // Relaxed: a hint for the consumer's spin, read with no ordering.
+        h.producer_cpu.store(sys::current_cpu(), Ordering::Relaxed);
         notify(&h.consumer_waiting, &h.data_word);
     }
 }

@@ -134,6 +134,15 @@ pub(crate) fn current_uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// The CPU this thread runs on, plus one; 0 if not known. A few ns (glibc reads it
+/// from the thread's rseq area); stale as soon as the scheduler moves the thread, so
+/// only ever a hint.
+pub(crate) fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu has no preconditions; it returns -1 on failure.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).map_or(0, |cpu| cpu.saturating_add(1))
+}
+
 /// `CLOCK_MONOTONIC` in nanoseconds: comparable across processes on one machine
 /// (unlike `Instant`, whose raw value is not exposed), used for hand-off latency.
 pub fn monotonic_ns() -> u64 {

@@ -78,7 +78,7 @@ impl Rng {
 #[test]
 fn hand_offs_between_spinning_and_sleeping_peers_lose_no_wake_up() {
     assert!(LOST < LIVENESS_INTERVAL);
-    // Spinning on (off by default): process-wide, other tests only change speed.
+    // Spinning on, longer than the default: process-wide, other tests only change speed.
     // Long: a push in a debug build takes tens of µs.
     crate::set_wait_spin(Duration::from_micros(200));
     let mut consumer_spins = 0;

@@ -33,29 +33,30 @@
 //! sees the target), and a release that does not reach it does not wake the producer
 //! (it would only find too little room and sleep again).
 //!
-//! **The spin.** [`wait_spin`] (`RINGSCAN_RING_SPIN_US`, default [`DEFAULT_SPIN_US`]:
-//! off) bounds one spin. It pays when the peer answers within it and a futex wake-up
-//! costs more than the spin: a hand-off then costs no wake-up, no context switch, and
-//! the notifier makes no system call. Measured on the 2-core VM this was built on
-//! (`ringscan bench ring`, load 4 to 6 from other builds), it does not pay there: a
-//! futex wake-up costs little (a no-spin hand-off p50 is 6 to 9 µs, most of it the
-//! encode and import of the batch), while a spin takes the CPU the peer is often
-//! waiting for (PAUSE spin of 50 µs: p50 11.1 µs, 63% of the waits still ending
-//! asleep; 20 µs: 7.3 µs), and spinning with `sched_yield` between checks, which
-//! looked good at raised priority (6.2 µs, no wait ending asleep), hands the CPU to a
-//! compiler for a whole time slice at normal priority (p99 of milliseconds). So the
-//! spin is off by default and there to turn on where cores are spare. Each waiter
-//! adapts ([`Spinner`]): after [`MISSES_BEFORE_SHORT`] waits in a row that a full spin
-//! did not end, it spins a sixteenth of the bound, with a full spin every
-//! [`PROBE_EVERY`]th wait to notice a peer that has sped up again.
+//! **The spin.** [`wait_spin`] (`RINGSCAN_RING_SPIN_US`, default [`DEFAULT_SPIN_US`])
+//! bounds one spin. It pays when the peer answers within it: a hand-off then costs no
+//! wake-up, no context switch, and the notifier makes no system call. On the 2-core
+//! KVM machine this was measured on (`ringscan bench ring`), waking a thread whose
+//! CPU went idle costs 15 to 25 µs (the hypervisor wakes the halted vCPU), so an
+//! active hand-off between processes on two CPUs took ~20 µs without a spin and ~2 µs
+//! with one. A spin is wasted when the peer runs on the waiter's own CPU (it cannot
+//! run until the waiter sleeps; the scheduler keeps a ping-pong of two processes on
+//! one CPU): each side records the CPU it last published or released from in the
+//! header, and a waiter that finds the peer's CPU equal to its own sleeps at once
+//! ([`peer_on_this_cpu`]). Before that check a 20 µs spin made such a hand-off 5 µs
+//! instead of 3.8. Each waiter adapts too ([`Spinner`]): after [`MISSES_BEFORE_SHORT`]
+//! waits in a row that a full spin did not end, it spins a sixteenth of the bound,
+//! with a full spin every [`PROBE_EVERY`]th wait to notice a peer that has sped up
+//! again, so that a peer that takes long (a scan reading its next row group) costs
+//! little spinning. `RINGSCAN_RING_SPIN_US=0` turns spinning off.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::sys;
 
-/// Default spin bound, µs: off (see the module docs; `ringscan bench ring` measures it).
-pub const DEFAULT_SPIN_US: u64 = 0;
+/// Default spin bound, µs (see the module docs; `ringscan bench ring` measures it).
+pub const DEFAULT_SPIN_US: u64 = 20;
 
 /// Consecutive waits that a full spin did not end before the spin gets short.
 const MISSES_BEFORE_SHORT: u32 = 4;
@@ -130,6 +131,16 @@ impl Spinner {
             self.misses = self.misses.saturating_add(1);
         }
     }
+}
+
+/// Whether the peer whose last CPU is in `peer_cpu` (plus one, 0: not known; see
+/// [`sys::current_cpu`]) last ran on the CPU we run on now. Then a spin is wasted: the
+/// peer cannot run there until we sleep (a ping-pong that the scheduler keeps on one
+/// CPU), so the waiter sleeps at once.
+pub(crate) fn peer_on_this_cpu(peer_cpu: &AtomicU32) -> bool {
+    // Relaxed: a hint; a stale value costs one spin too many or too few.
+    let peer = peer_cpu.load(Ordering::Relaxed);
+    peer != 0 && peer == sys::current_cpu()
 }
 
 /// How a [`wait_until`] ended.
