@@ -136,8 +136,13 @@ impl Producer {
         stop: &mut dyn FnMut() -> Option<String>,
     ) -> Result<(), RingError> {
         let limit = self.capacity / SPLIT_FRACTION;
-        let bytes = estimated_bytes(batch);
-        if batch.num_rows() > 1 && bytes > limit {
+        // Estimated only where a split is possible: it clones every column's ArrayData.
+        let bytes = if batch.num_rows() > 1 {
+            estimated_bytes(batch)
+        } else {
+            0
+        };
+        if bytes > limit {
             let parts = bytes.div_ceil(limit.max(1)).min(batch.num_rows() as u64) as usize;
             let rows = batch.num_rows().div_ceil(parts);
             let mut at = 0;
