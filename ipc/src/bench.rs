@@ -341,8 +341,8 @@ pub fn attach_retry(name: &str, timeout: Duration) -> Result<Consumer, RingError
     }
 }
 
-/// Spin bound of the "spinning" measurements when the process's own is off (the
-/// default): what turning it on would give.
+/// Spin bound of the "spinning" measurements when the process's own is shorter (or
+/// off: `RINGSCAN_RING_SPIN_US=0`); the default spin is this long.
 const BENCH_SPIN_US: u64 = 20;
 
 /// Sizes of one `bench ring` run.
