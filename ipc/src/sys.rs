@@ -134,9 +134,9 @@ pub(crate) fn current_uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-/// The CPU this thread runs on, plus one; 0 if not known. A few ns (glibc reads it
-/// from the thread's rseq area); stale as soon as the scheduler moves the thread, so
-/// only ever a hint.
+/// The CPU this thread runs on, plus one; 0 if not known. No system call (glibc reads
+/// it from the thread's rseq area); stale as soon as the scheduler moves the thread,
+/// so only ever a hint.
 pub(crate) fn current_cpu() -> u32 {
     // SAFETY: sched_getcpu has no preconditions; it returns -1 on failure.
     let cpu = unsafe { libc::sched_getcpu() };
