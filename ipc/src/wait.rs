@@ -343,4 +343,22 @@ mod tests {
             );
         }
     }
+
+    /// A waiter spins for a peer on another CPU or of unknown CPU, and sleeps at once
+    /// for one that last ran on its own CPU.
+    #[test]
+    fn a_peer_on_our_cpu_is_not_spun_for() {
+        let peer = AtomicU32::new(0);
+        assert!(!peer_on_this_cpu(&peer), "unknown CPU: spin");
+        peer.store(u32::MAX, Ordering::Relaxed);
+        assert!(!peer_on_this_cpu(&peer), "another CPU: spin");
+        // The thread may move between the store and the check: one agreement in a few
+        // tries is enough (sched_getcpu never fails on Linux, so 0 never shows here).
+        let same = (0..1000).any(|_| {
+            let cpu = sys::current_cpu();
+            peer.store(cpu, Ordering::Relaxed);
+            cpu != 0 && peer_on_this_cpu(&peer)
+        });
+        assert!(same, "a peer on our CPU: no spin");
+    }
 }
