@@ -431,6 +431,39 @@ pub fn read_frame<R: Read, T: DeserializeOwned>(reader: &mut R) -> Result<Option
     read_frame_limited(reader, MAX_FRAME_BYTES)
 }
 
+/// The first part of a frame's body read into a buffer of its announced size: a peer
+/// that announces a large frame and sends less does not make the reader allocate all
+/// of it up front.
+const BODY_FIRST_READ: usize = 64 << 10;
+
+/// A frame's body of `len_bytes`: read straight into a buffer of that size, in as few
+/// reads as the peer's writes allow (`read_to_end` probed with 32 bytes and doubled,
+/// seven system calls for a 530-byte scan request), grown by doubling past
+/// [`BODY_FIRST_READ`].
+fn read_body<R: Read>(reader: &mut R, len_bytes: usize) -> Result<Vec<u8>, MessageError> {
+    let mut body = vec![0u8; len_bytes.min(BODY_FIRST_READ)];
+    let mut got = 0;
+    loop {
+        while got < body.len() {
+            match reader.read(&mut body[got..]) {
+                Ok(0) => {
+                    return Err(MessageError::Truncated {
+                        read_bytes: got,
+                        len_bytes,
+                    })
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if got == len_bytes {
+            return Ok(body);
+        }
+        body.resize(len_bytes.min(body.len() * 2), 0);
+    }
+}
+
 /// [`read_frame`] with an explicit size limit.
 pub fn read_frame_limited<R: Read, T: DeserializeOwned>(
     reader: &mut R,
@@ -459,14 +492,7 @@ pub fn read_frame_limited<R: Read, T: DeserializeOwned>(
             max_bytes,
         });
     }
-    let mut body = Vec::new();
-    let read_bytes = reader.take(len_bytes as u64).read_to_end(&mut body)?;
-    if read_bytes != len_bytes {
-        return Err(MessageError::Truncated {
-            read_bytes,
-            len_bytes,
-        });
-    }
+    let body = read_body(reader, len_bytes)?;
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(MessageError::Malformed)
@@ -592,6 +618,55 @@ mod tests {
         for case in cases {
             let r = read_frame::<_, ClientMessage>(&mut Cursor::new(case.clone()));
             assert!(r.is_err(), "{case:?} gave {r:?}");
+        }
+    }
+
+    /// A reader that hands out at most 7 bytes per read, as a socket may.
+    struct Trickle(Cursor<Vec<u8>>);
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(7);
+            self.0.read(&mut buf[..n])
+        }
+    }
+
+    #[test]
+    fn bodies_of_every_size_are_read_whole_and_short_ones_are_truncated() {
+        // Around the first read's size and past two doublings of it.
+        for len in [
+            1,
+            530,
+            BODY_FIRST_READ - 1,
+            BODY_FIRST_READ,
+            BODY_FIRST_READ + 1,
+            300_000,
+        ] {
+            let request = ScanRequest {
+                projection: Some(vec!["c".repeat(len)]),
+                ..full_request()
+            };
+            let mut buf = Vec::new();
+            write_frame(&mut buf, &ClientMessage::Scan(request.clone())).unwrap();
+            let got: ClientMessage = read_frame(&mut Trickle(Cursor::new(buf.clone())))
+                .unwrap()
+                .unwrap();
+            assert_eq!(got, ClientMessage::Scan(request));
+            let body_len = buf.len() - 4;
+            for cut in [body_len - 1, body_len / 2, 0] {
+                let err = read_frame::<_, ClientMessage>(&mut Trickle(Cursor::new(
+                    buf[..4 + cut].to_vec(),
+                )))
+                .unwrap_err();
+                assert!(
+                    matches!(
+                        err,
+                        MessageError::Truncated { read_bytes, len_bytes }
+                            if read_bytes == cut && len_bytes == body_len
+                    ),
+                    "{len} cut at {cut}: {err}"
+                );
+            }
         }
     }
 
