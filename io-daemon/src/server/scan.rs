@@ -131,10 +131,11 @@ struct Control<'a> {
     failure: Mutex<Option<String>>,
 }
 
-/// Before the thread starts: the connection it will read. After: the channel that
-/// says it has returned.
+/// Before the thread starts: nothing (the connection is duplicated for it when it
+/// starts: most scans end first, and a `dup` and `close` per point lookup are two
+/// system calls of its ~20). After: the channel that says it has returned.
 enum ControlThread {
-    Pending(Option<UnixStream>),
+    Pending,
     Running(crossbeam_channel::Receiver<()>),
     /// It could not start: the scan goes on without hearing from the client.
     None,
@@ -156,7 +157,7 @@ impl<'a> Control<'a> {
             state: Arc::new(ControlState::default()),
             due: Instant::now() + CONTROL_AFTER,
             inline_until: Instant::now() + INLINE_WINDOW,
-            thread: Mutex::new(ControlThread::Pending(stream.try_clone().ok())),
+            thread: Mutex::new(ControlThread::Pending),
             holding: AtomicBool::new(matches!(output, Output::Held { .. })),
             output: Mutex::new(output),
             inline_bytes,
@@ -178,18 +179,17 @@ impl<'a> Control<'a> {
 
     fn start(&self) {
         let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
-        let ControlThread::Pending(stream) = &mut *thread else {
+        let ControlThread::Pending = &*thread else {
             return;
         };
-        let started = match stream.take() {
-            Some(stream) => spawn_control(
+        let started = self.stream.try_clone().and_then(|stream| {
+            spawn_control(
                 &self.shared,
                 stream,
                 Arc::clone(&self.state),
                 Arc::clone(&self.activity),
-            ),
-            None => Err(io::Error::other("the connection could not be duplicated")),
-        };
+            )
+        });
         *thread = match started {
             Ok(done) => ControlThread::Running(done),
             Err(e) => {
@@ -302,7 +302,7 @@ impl<'a> Control<'a> {
                 let _ = done.recv();
                 true
             }
-            ControlThread::Pending(_) | ControlThread::None => false,
+            ControlThread::Pending | ControlThread::None => false,
         }
     }
 }
@@ -373,8 +373,9 @@ fn open_ring(
     Ok(producer)
 }
 
+/// Reads the client's frames during and after a scan, in reads that time out after
+/// [`CONTROL_POLL`] ([`serve`] sets that once per connection).
 fn control_loop(shared: &Shared, stream: &UnixStream, state: &ControlState, activity: &Activity) {
-    let _ = stream.set_read_timeout(Some(CONTROL_POLL));
     let mut idle_since: Option<(Instant, u64)> = None;
     while !state.done.load(Ordering::Acquire) {
         if state.finished.load(Ordering::Acquire) {
@@ -568,6 +569,9 @@ pub(crate) fn serve(
     request: ScanRequest,
     activity: &Arc<Activity>,
 ) {
+    // Every read of the connection from here is a control loop's (the duplicate a
+    // control thread reads shares the socket and its options).
+    let _ = stream.set_read_timeout(Some(CONTROL_POLL));
     let (mut stream, mut request, mut kept) = (stream, request, None);
     loop {
         let Some((s, producer, next)) = serve_one(shared, stream, request, kept, activity) else {
