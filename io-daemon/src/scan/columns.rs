@@ -63,10 +63,15 @@ struct Chunk {
     array: ArrayRef,
 }
 
-type ChunkKey = (PathBuf, usize, usize);
+/// (file id, row group, root column): the file by the id of its entry in
+/// [`Inner::files`], not its path (a point lookup looked up ~80 keys, and hashing a
+/// path walks its components: 4% of the daemon's CPU per lookup).
+type ChunkKey = (u64, usize, usize);
 
 #[derive(Debug)]
 struct FileEntry {
+    /// The id its chunks are keyed by, never given to another entry.
+    id: u64,
     /// The footer every chunk of this file was decoded under, as an identity: a weak
     /// pointer keeps the allocation (so no other footer can take its address) but not
     /// the footer, which the metadata cache alone owns and bounds.
@@ -87,21 +92,20 @@ struct Inner {
     chunks: ByteLru<ChunkKey, Chunk>,
     /// Marks in all `seen` sets.
     seen: usize,
+    /// The next file entry's id.
+    next_id: u64,
     stats: ColumnCacheStats,
 }
 
 impl Inner {
     /// Forgets `path`'s chunks and marks (its file changed); counts them invalidated.
     fn invalidate(&mut self, path: &Path) {
+        // Every chunk is its file entry's: none without one.
         if let Some(old) = self.files.remove(path) {
             self.seen -= old.seen.len();
+            let dropped = self.chunks.retain(|k, _| k.0 != old.id);
+            self.stats.invalidated += dropped as u64;
         }
-        let dropped = self.chunks.retain(|k, _| k.0 != path);
-        self.stats.invalidated += dropped as u64;
-    }
-
-    fn key(path: &Path, row_group: usize, root: usize) -> ChunkKey {
-        (path.to_path_buf(), row_group, root)
     }
 }
 
@@ -135,6 +139,7 @@ impl ColumnCache {
                 files: HashMap::new(),
                 chunks: ByteLru::new(capacity_bytes),
                 seen: 0,
+                next_id: 0,
                 stats: ColumnCacheStats::default(),
             }),
         }
@@ -178,11 +183,9 @@ impl ColumnCache {
         let inner = self.lock();
         inner.files.get(path).is_some_and(|f| {
             same_footer(&f.footer, footer)
-                && roots.iter().all(|r| {
-                    (inner.chunks)
-                        .peek(&Inner::key(path, row_group, *r))
-                        .is_some()
-                })
+                && roots
+                    .iter()
+                    .all(|r| inner.chunks.peek(&(f.id, row_group, *r)).is_some())
         })
     }
 
@@ -212,21 +215,23 @@ impl ColumnCache {
                 let chunks = &inner.chunks;
                 inner
                     .files
-                    .retain(|p, f| !f.seen.is_empty() || chunks.iter().any(|(k, _)| k.0 == *p));
+                    .retain(|_, f| !f.seen.is_empty() || chunks.iter().any(|(k, _)| k.0 == f.id));
             }
+            inner.next_id += 1;
             inner.files.insert(
                 path.to_path_buf(),
                 FileEntry {
+                    id: inner.next_id,
                     footer: Arc::downgrade(footer),
                     schema: Arc::new(Schema::empty()),
                     seen: HashSet::new(),
                 },
             );
         }
-        let keys: Vec<ChunkKey> = roots
-            .iter()
-            .map(|r| Inner::key(path, row_group, *r))
-            .collect();
+        let Some(id) = inner.files.get(path).map(|f| f.id) else {
+            return Lookup::Pass;
+        };
+        let keys: Vec<ChunkKey> = roots.iter().map(|r| (id, row_group, *r)).collect();
         if keys.iter().all(|k| inner.chunks.peek(k).is_some()) {
             let mut fields = Vec::with_capacity(roots.len());
             let mut columns = Vec::with_capacity(roots.len());
@@ -292,7 +297,7 @@ impl ColumnCache {
             let chunks = &inner.chunks;
             inner
                 .files
-                .retain(|p, _| chunks.iter().any(|(k, _)| k.0 == *p));
+                .retain(|_, f| chunks.iter().any(|(k, _)| k.0 == f.id));
         }
         Lookup::Pass
     }
@@ -329,6 +334,7 @@ impl ColumnCache {
             return;
         }
         file.schema = batch.schema();
+        let id = file.id;
         let fields = batch.schema_ref().fields().clone();
         // Replaces what is there already (a racing scan admitted the same chunks); the
         // LRU evicts the least recently used chunks of any file to fit.
@@ -342,9 +348,7 @@ impl ColumnCache {
                 field: Arc::clone(field),
                 array: Arc::clone(array),
             };
-            inner
-                .chunks
-                .insert(Inner::key(path, row_group, *r), chunk, bytes);
+            inner.chunks.insert((id, row_group, *r), chunk, bytes);
         }
         inner.stats.admitted += roots.len() as u64;
     }
