@@ -174,7 +174,15 @@ pub struct ScanSpec<'a> {
     /// The types of the hive partition columns (the table's, from
     /// [`table::resolve`](crate::table::resolve)); `None`: inferred from `files`.
     pub partition_types: Option<&'a PartitionTypes>,
+    /// Versions of local files as a `stat` of their path (the key, as the scan joins
+    /// it: `table_root` and the file) showed them while this scan was being set up
+    /// (the listing it resolved): a file kept open at that version is read without
+    /// another `stat`. `None`, or a file it lacks: stat it.
+    pub seen: Option<&'a SeenVersions>,
 }
+
+/// Versions of local files seen by a `stat` just now, by path ([`ScanSpec::seen`]).
+pub type SeenVersions = std::collections::HashMap<PathBuf, ringscan_ipc::msg::FileVersion>;
 
 impl<'a> ScanSpec<'a> {
     /// Every row and column of `files`; batches of [`DEFAULT_BATCH_SIZE`] rows; threads:
@@ -198,6 +206,7 @@ impl<'a> ScanSpec<'a> {
             offset: 0,
             batch_size: DEFAULT_BATCH_SIZE,
             threads,
+            seen: None,
             prefetch_row_groups: DEFAULT_PREFETCH_ROW_GROUPS,
             prefetch_bytes: DEFAULT_PREFETCH_BYTES,
             late_materialization: LateMaterialization::Auto,
@@ -286,6 +295,12 @@ impl<'a> ScanSpec<'a> {
     /// Sets [`partition_types`](Self::partition_types).
     pub fn with_partition_types(mut self, types: Option<&'a PartitionTypes>) -> Self {
         self.partition_types = types;
+        self
+    }
+
+    /// Local files' versions seen just now ([`ScanSpec::seen`]).
+    pub fn with_seen(mut self, seen: Option<&'a SeenVersions>) -> Self {
+        self.seen = seen;
         self
     }
 }

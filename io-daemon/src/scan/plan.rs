@@ -154,7 +154,7 @@ fn plan_inner(
         let (object, footer) = open_object(path, cache, &stop)?;
         (object as Arc<dyn ByteRangeSource>, footer)
     } else {
-        open_local(path, spec.io, cache)?
+        open_local(path, spec.io, cache, spec.seen.and_then(|s| s.get(path)))?
     };
     let corrupt = |source| ScanError::Corrupt {
         file: path.to_path_buf(),
@@ -549,6 +549,7 @@ fn open_local(
     path: &Path,
     io: IoMode,
     cache: &MetadataCache,
+    seen: Option<&ringscan_ipc::msg::FileVersion>,
 ) -> Result<(Arc<dyn ByteRangeSource>, Arc<ParquetMetaData>), ScanError> {
     let io_error = |source: std::io::Error| match source.kind() {
         ErrorKind::NotFound => ScanError::Missing {
@@ -559,9 +560,9 @@ fn open_local(
             source,
         },
     };
-    let (local, version) = cache
-        .open_files()
-        .open(path, io_error, |local| check_not_encrypted(path, local))?;
+    let (local, version) = cache.open_files().open(path, seen, io_error, |local| {
+        check_not_encrypted(path, local)
+    })?;
     let footer = cache.get_or_load_version(path, version, local.file())?;
     let source: Arc<dyn ByteRangeSource> = match io {
         IoMode::Pread => local,

@@ -920,6 +920,29 @@ impl Drop for ThreadCounters {
     }
 }
 
+/// The versions of a local listing's files by the path the scan opens them at: a
+/// `stat` showed them while the table was resolved for this scan (listed, or a kept
+/// listing checked), so the scan does not `stat` them again. `None` where the listing
+/// does not pair each file with its version (a written table's snapshot carries
+/// none; an object-storage listing has no open files).
+fn seen_versions(listing: &crate::table::Listing) -> Option<crate::scan::SeenVersions> {
+    let paired = listing.files.len() == listing.file_versions.len()
+        && !crate::storage::is_object_url(&listing.root)
+        && listing
+            .files
+            .iter()
+            .zip(&listing.file_versions)
+            .all(|(file, version)| version.path.ends_with(file));
+    paired.then(|| {
+        listing
+            .files
+            .iter()
+            .zip(&listing.file_versions)
+            .map(|(file, version)| (listing.root.join(file), version.clone()))
+            .collect()
+    })
+}
+
 /// Runs the scan into the ring; a panic anywhere inside is this scan's error.
 fn run_scan(
     shared: &Shared,
@@ -931,6 +954,7 @@ fn run_scan(
     let state = &control.state;
     let mut offset = request.offset;
     let mut limit = request.limit;
+    let seen = seen_versions(&prepared.table.listing);
     let spec = ScanSpec::new(&prepared.table.listing.root, &prepared.table.listing.files)
         .with_projection(Some(&prepared.projection))
         .with_predicate(request.predicate.as_ref())
@@ -943,7 +967,8 @@ fn run_scan(
             crate::scan::DEFAULT_PREFETCH_ROW_GROUPS,
             usize::try_from(memory_bytes).unwrap_or(usize::MAX),
         )
-        .with_partition_types(Some(&prepared.table.partition_types));
+        .with_partition_types(Some(&prepared.table.partition_types))
+        .with_seen(seen.as_ref());
     // Counters of this thread and the scan's worker threads (spawned after the open, so
     // they inherit them; they exit before the scan returns, which folds their counts in).
     let mut counters = ThreadCounters::take();

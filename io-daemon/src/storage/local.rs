@@ -122,15 +122,23 @@ impl OpenFiles {
 
     /// `path` open, and the version of what is open: kept from an earlier call while
     /// unchanged, else opened now and given to `check` (a file it refuses is not kept).
-    /// A failed `stat` or `open` is reported through `io_error`.
+    /// Unchanged as `seen` says, the version a `stat` of `path` showed the caller just
+    /// now, else as a `stat` now shows. A failed `stat` or `open` is reported through
+    /// `io_error`.
     pub fn open<E>(
         &self,
         path: &Path,
+        seen: Option<&FileVersion>,
         io_error: impl Fn(io::Error) -> E,
         check: impl FnOnce(&LocalFile) -> Result<(), E>,
     ) -> Result<(Arc<LocalFile>, FileVersion), E> {
-        let stat = std::fs::metadata(path).map_err(&io_error)?;
-        let now = FileVersion::from_metadata(PathBuf::new(), &stat);
+        let now = match seen {
+            Some(seen) => seen.clone(),
+            None => {
+                let stat = std::fs::metadata(path).map_err(&io_error)?;
+                FileVersion::from_metadata(PathBuf::new(), &stat)
+            }
+        };
         if let Some((version, file)) = self.lock().get(&path.to_path_buf()) {
             if version.same_contents(&now) {
                 return Ok((Arc::clone(file), version.clone()));
@@ -336,7 +344,7 @@ mod tests {
         std::fs::write(&c, b"third").expect("write");
         let files = OpenFiles::new(2);
         let ok = |_: &LocalFile| Ok::<(), io::Error>(());
-        let open = |path: &Path| files.open(path, |e| e, ok).expect("open");
+        let open = |path: &Path| files.open(path, None, |e| e, ok).expect("open");
         let read = |f: &LocalFile| f.read_range(0..f.len()).expect("read");
         let (first, _) = open(&a);
         let (again, _) = open(&a);
@@ -358,7 +366,7 @@ mod tests {
         assert_eq!(&read(&rewritten)[..], b"third version");
 
         // Refused by the check: an error, and not kept.
-        let refused = files.open(&b, |e| e, |_| Err(io::Error::other("no")));
+        let refused = files.open(&b, None, |e| e, |_| Err(io::Error::other("no")));
         assert!(refused.is_err());
         let (kept_b, _) = open(&b);
         let (kept_c, _) = open(&c);
@@ -375,8 +383,35 @@ mod tests {
         assert_eq!(files.len(), 1);
         assert!(Arc::ptr_eq(&kept_b, &open(&b).0), "unchanged: still kept");
         assert_eq!(Arc::strong_count(&last_a), 1, "closed once its holders are");
-        let gone = files.open(&a, |e| e.kind(), |_| Ok(()));
+        let gone = files.open(&a, None, |e| e.kind(), |_| Ok(()));
         assert_eq!(gone.err(), Some(io::ErrorKind::NotFound));
+    }
+
+    /// A version the caller saw just now stands for the `stat`: the kept file is served
+    /// at that version (even once the path shows another file: the caller's listing
+    /// predates it), and a version other than the kept one opens the path anew.
+    #[test]
+    fn a_version_seen_by_the_caller_replaces_the_stat() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = dir.path().join("a");
+        std::fs::write(&a, b"first").expect("write");
+        let files = OpenFiles::new(4);
+        let ok = |_: &LocalFile| Ok::<(), io::Error>(());
+        let (first, seen) = files.open(&a, None, |e| e, ok).expect("open");
+        let fresh = dir.path().join("a.new");
+        std::fs::write(&fresh, b"second!").expect("write");
+        std::fs::rename(&fresh, &a).expect("rename");
+        let (kept, version) = files.open(&a, Some(&seen), |e| e, ok).expect("open");
+        assert!(Arc::ptr_eq(&first, &kept), "served at the version seen");
+        assert!(version.same_contents(&seen));
+        let now = FileVersion::from_metadata(PathBuf::new(), &std::fs::metadata(&a).unwrap());
+        let (reopened, version) = files.open(&a, Some(&now), |e| e, ok).expect("open");
+        assert!(
+            !Arc::ptr_eq(&first, &reopened),
+            "another version: opened anew"
+        );
+        assert_eq!(version.size_bytes, 7);
+        assert_eq!(&reopened.read_range(0..7).expect("read")[..], b"second!");
     }
 
     #[test]
