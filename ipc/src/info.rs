@@ -429,6 +429,20 @@ mod tests {
 
     use super::*;
 
+    /// A schema of one dictionary column, and a batch of it.
+    fn dictionary_batch() -> (Arc<Schema>, RecordBatch) {
+        use arrow_array::types::Int32Type;
+        use arrow_array::DictionaryArray;
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "d",
+            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+            true,
+        )]));
+        let keys: DictionaryArray<Int32Type> = ["a", "b", "a"].into_iter().collect();
+        let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(keys)]).unwrap();
+        (schema, batch)
+    }
+
     /// What arrow's `StreamWriter` writes for `batches`: the reference of the kept-
     /// schema encoder.
     fn reference_stream(schema: &Schema, batches: &[RecordBatch]) -> Vec<u8> {
@@ -446,10 +460,7 @@ mod tests {
     /// of another schema is an error.
     #[test]
     fn a_kept_schema_encodes_like_arrows_writer() {
-        use arrow_array::types::Int32Type;
-        use arrow_array::{
-            ArrayRef, DictionaryArray, Float64Array, Int64Array, ListArray, StringArray,
-        };
+        use arrow_array::{ArrayRef, Float64Array, Int64Array, ListArray, StringArray};
         let plain = Arc::new(Schema::new_with_metadata(
             vec![
                 Field::new("k", DataType::Int64, false),
@@ -483,16 +494,7 @@ mod tests {
             vec![Arc::new(Float64Array::from(vec![Some(1.5), None, Some(-0.0)])) as ArrayRef],
         )
         .unwrap();
-        let dict = Arc::new(Schema::new(vec![Field::new(
-            "d",
-            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
-            true,
-        )]));
-        let dicts = RecordBatch::try_new(
-            Arc::clone(&dict),
-            vec![Arc::new(DictionaryArray::<Int32Type>::from_iter(["a", "b", "a"])) as ArrayRef],
-        )
-        .unwrap();
+        let (dict, dicts) = dictionary_batch();
         let cases: Vec<(&Schema, Vec<RecordBatch>)> = vec![
             (&plain, vec![rows(5)]),
             (&plain, vec![rows(4096).slice(1000, 1), rows(7).slice(3, 4)]),
@@ -518,8 +520,8 @@ mod tests {
     /// (an error, no panic).
     #[test]
     fn a_known_schema_reads_like_the_decoder() {
-        use arrow_array::types::{Int32Type, Int64Type};
-        use arrow_array::{ArrayRef, DictionaryArray, Int64Array, ListArray, StringArray};
+        use arrow_array::types::Int64Type;
+        use arrow_array::{ArrayRef, Int64Array, ListArray, StringArray};
         let ints = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, false),
             Field::new("s", DataType::Utf8, true),
@@ -536,20 +538,7 @@ mod tests {
             RecordBatch::try_new(Arc::clone(&ints), vec![k, s, l]).expect("batch")
         };
         let other = Arc::new(Schema::new(vec![Field::new("x", DataType::Float64, true)]));
-        let dict = Arc::new(Schema::new(vec![Field::new(
-            "d",
-            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
-            true,
-        )]));
-        let dict_batch = RecordBatch::try_new(
-            Arc::clone(&dict),
-            vec![Arc::new(
-                ["a", "b", "a"]
-                    .into_iter()
-                    .collect::<DictionaryArray<Int32Type>>(),
-            )],
-        )
-        .expect("batch");
+        let (dict, dict_batch) = dictionary_batch();
         let streams = [
             encode_ipc_stream(&ints, &[batch(5)]).expect("encode"),
             encode_ipc_stream(&ints, &[batch(1), batch(0), batch(700)]).expect("encode"),
