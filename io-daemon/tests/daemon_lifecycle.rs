@@ -91,6 +91,46 @@ fn idle_daemon_exits() {
     assert!(log.contains("exiting (idle)"), "{log}");
 }
 
+/// A daemon whose data directory (socket and all) is deleted exits at once, without
+/// waiting for its idle timeout: no client can reach it again. It used to stay in its
+/// `accept` for good (the watchdog's wake-up connected to a path that was gone), deaf
+/// to the idle timeout and to SIGTERM: test runs left such daemons behind for hours.
+#[test]
+fn a_daemon_whose_directory_is_deleted_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut daemon = Daemon::start(&data, &["--idle-timeout", "10m"]);
+    daemon.client().ping().unwrap();
+    std::fs::remove_dir_all(&data).unwrap();
+    let exit = daemon
+        .wait_exit(Duration::from_secs(5))
+        .expect("the daemon exits once its directory is gone");
+    assert!(exit.success(), "{exit:?}");
+}
+
+/// The same for a daemon whose socket was removed and bound again by someone else:
+/// it exits, and leaves the other socket in place.
+#[test]
+fn a_daemon_whose_socket_was_replaced_exits_and_leaves_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut daemon = Daemon::start(&data, &["--idle-timeout", "10m"]);
+    daemon.client().ping().unwrap();
+    let socket = socket_path(&data);
+    std::fs::remove_file(&socket).unwrap();
+    let other = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let exit = daemon
+        .wait_exit(Duration::from_secs(5))
+        .expect("the daemon exits once its socket is not its own");
+    assert!(exit.success(), "{exit:?}");
+    assert!(socket.exists(), "the other socket is left in place");
+    drop(other);
+    let log = std::fs::read_to_string(data.join(".ringscan/io.log")).unwrap();
+    assert!(log.contains("its socket was removed"), "{log}");
+}
+
 #[test]
 fn racing_clients_share_one_daemon() {
     let dir = tempfile::tempdir().unwrap();

@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::net::Shutdown;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -490,6 +490,10 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     let listener = UnixListener::bind(&socket).map_err(io_error("binding", &socket))?;
     fs::set_permissions(&socket, fs::Permissions::from_mode(0o600))
         .map_err(io_error("restricting", &socket))?;
+    // The socket this daemon bound, to tell it from one bound later at the same path.
+    let bound = fs::symlink_metadata(&socket)
+        .map(|m| (m.dev(), m.ino()))
+        .map_err(io_error("reading", &socket))?;
     // Blocking accept: a new connection (every scan opens one) is served at once. A
     // polling accept cost each scan up to one poll interval (20 ms measured) of latency.
 
@@ -582,7 +586,7 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
         plan.max_scans,
         plan.scan_bytes >> 20,
     ));
-    let watchdog = spawn_watchdog(&shared, &socket);
+    let watchdog = spawn_watchdog(&shared, &socket, bound, listener.try_clone());
     let flusher = spawn_flusher(&shared);
     let reason = match accept_loop(&listener, &shared) {
         _ if TERMINATED.load(Ordering::Acquire) => "SIGTERM or SIGINT",
@@ -596,7 +600,11 @@ pub fn run(config: DaemonConfig) -> Result<(), DaemonError> {
     // Wind down: stop accepting, cut every connection (scans see `stopping` and the
     // closed socket), wait a bounded time for their threads.
     drop(listener);
-    let _ = fs::remove_file(&socket);
+    // Only our own socket: after the data directory was removed and made again,
+    // another daemon may serve it from a socket at the same path.
+    if socket_is(&socket, bound) {
+        let _ = fs::remove_file(&socket);
+    }
     for stream in shared
         .connections
         .lock()
@@ -701,9 +709,24 @@ fn exit_reason(shared: &Shared) -> Option<&'static str> {
     idle.then_some("idle")
 }
 
-/// A thread that watches for the idle timeout and for a `Stop`, and then wakes the
-/// blocking `accept` by connecting to the socket itself.
-fn spawn_watchdog(shared: &Arc<Shared>, socket: &Path) -> io::Result<JoinHandle<()>> {
+/// Whether the path `socket` names the socket bound as `bound` (device, inode).
+fn socket_is(socket: &Path, bound: (u64, u64)) -> bool {
+    fs::symlink_metadata(socket).is_ok_and(|m| (m.dev(), m.ino()) == bound)
+}
+
+/// A thread that watches for the idle timeout, a `Stop` and the socket's removal, and
+/// then wakes the blocking `accept`: by connecting to the socket, or, where its path
+/// is gone (the data directory was removed: no client can reach this daemon again),
+/// by shutting the listener down (`listener`, a duplicate of it). Without the latter
+/// a daemon whose directory was deleted never left its `accept`: not when idle, not
+/// on SIGTERM (test runs left such daemons behind for hours).
+fn spawn_watchdog(
+    shared: &Arc<Shared>,
+    socket: &Path,
+    bound: (u64, u64),
+    listener: io::Result<UnixListener>,
+) -> io::Result<JoinHandle<()>> {
+    let mut listener = listener.ok();
     let shared = Arc::clone(shared);
     let socket = socket.to_path_buf();
     std::thread::Builder::new()
@@ -717,14 +740,22 @@ fn spawn_watchdog(shared: &Arc<Shared>, socket: &Path) -> io::Result<JoinHandle<
                     shared.cache.open_files().sweep();
                     swept = Instant::now();
                 }
-                if let Some(reason) = exit_reason(&shared) {
+                let removed = (!socket_is(&socket, bound))
+                    .then_some("its socket was removed (the data directory with it?)");
+                if let Some(reason) = exit_reason(&shared).or(removed) {
                     if reason != "stopped" && reason != "SIGTERM or SIGINT" {
                         shared.log.line(&format!("exiting: {reason}"));
                         shared.idle_exit.store(true, Ordering::Release);
                     }
-                    // Wake the accept; the loop sees the flag. A failed connect means
-                    // the listener is already gone.
-                    let _ = UnixStream::connect(&socket);
+                    // Wake the accept; the loop sees the flag.
+                    if !socket_is(&socket, bound) || UnixStream::connect(&socket).is_err() {
+                        // `shutdown(2)` of the listening socket: through a stream
+                        // over the duplicate's descriptor, which std can shut down.
+                        if let Some(listener) = listener.take() {
+                            let fd = std::os::fd::OwnedFd::from(listener);
+                            let _ = UnixStream::from(fd).shutdown(Shutdown::Both);
+                        }
+                    }
                     return;
                 }
                 std::thread::sleep(WATCHDOG_POLL);
@@ -754,6 +785,10 @@ fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) -> &'static str {
                 spawn_connection(shared, stream, next_id);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // The watchdog shut the listener down to wake this loop.
+            Err(_)
+                if shared.stopping.load(Ordering::Acquire)
+                    || shared.idle_exit.load(Ordering::Acquire) => {}
             Err(e) => {
                 // EMFILE and friends: back off rather than spin, keep serving.
                 shared.log.line(&format!("accept failed: {e}"));
