@@ -91,17 +91,24 @@ fn idle_daemon_exits() {
     assert!(log.contains("exiting (idle)"), "{log}");
 }
 
+/// A daemon over an empty data directory in a temporary one (kept while the first
+/// value lives), answering, with an idle timeout longer than any test.
+fn answering_daemon() -> (tempfile::TempDir, std::path::PathBuf, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let daemon = Daemon::start(&data, &["--idle-timeout", "10m"]);
+    daemon.client().ping().unwrap();
+    (dir, data, daemon)
+}
+
 /// A daemon whose data directory (socket and all) is deleted exits at once, without
 /// waiting for its idle timeout: no client can reach it again. It used to stay in its
 /// `accept` for good (the watchdog's wake-up connected to a path that was gone), deaf
 /// to the idle timeout and to SIGTERM: test runs left such daemons behind for hours.
 #[test]
 fn a_daemon_whose_directory_is_deleted_exits() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let mut daemon = Daemon::start(&data, &["--idle-timeout", "10m"]);
-    daemon.client().ping().unwrap();
+    let (_dir, data, mut daemon) = answering_daemon();
     std::fs::remove_dir_all(&data).unwrap();
     let exit = daemon
         .wait_exit(Duration::from_secs(5))
@@ -113,11 +120,7 @@ fn a_daemon_whose_directory_is_deleted_exits() {
 /// it exits, and leaves the other socket in place.
 #[test]
 fn a_daemon_whose_socket_was_replaced_exits_and_leaves_the_new_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let mut daemon = Daemon::start(&data, &["--idle-timeout", "10m"]);
-    daemon.client().ping().unwrap();
+    let (_dir, data, mut daemon) = answering_daemon();
     let socket = socket_path(&data);
     std::fs::remove_file(&socket).unwrap();
     let other = std::os::unix::net::UnixListener::bind(&socket).unwrap();
