@@ -21,9 +21,9 @@ use arrow_array::types::{
     TimestampSecondType, UInt16Type, UInt32Type, UInt8Type,
 };
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Datum, Float64Array, GenericStringArray, Int64Array,
-    LargeStringArray, OffsetSizeTrait, RecordBatch, Scalar, StringArray, StringViewArray,
-    UInt64Array,
+    Array, ArrayRef, BooleanArray, Date32Array, Datum, Float64Array, GenericStringArray,
+    Int32Array, Int64Array, LargeStringArray, OffsetSizeTrait, RecordBatch, Scalar, StringArray,
+    StringViewArray, UInt64Array,
 };
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::{ArrowError, DataType, TimeUnit};
@@ -458,17 +458,26 @@ impl Eval<'_> {
         op: CmpOp,
         num: Num,
     ) -> Result<BooleanArray, ScanError> {
+        // 32-bit columns (dates above all) compare in their own type: widening them
+        // to 64 bits first was a copy of the column per comparison, a tenth of a
+        // three-filter count's daemon time.
         let (col, lo, hi): (ArrayRef, i128, i128) = match column.data_type() {
             DataType::UInt64 => (Arc::clone(column), 0, u64::MAX.into()),
+            DataType::Int32 | DataType::Date32 => {
+                (Arc::clone(column), i32::MIN.into(), i32::MAX.into())
+            }
             _ => (Arc::new(to_i64(column)), i64::MIN.into(), i64::MAX.into()),
         };
         match int_cmp(op, num, lo, hi) {
             IntCmp::Const(v) => Ok(constant(v, column.as_ref())),
             IntCmp::Cmp(op, k) => {
+                let narrow = || i32::try_from(k).expect("k is in the i32 range");
                 let scalar: ArrayRef = match col.data_type() {
                     DataType::UInt64 => Arc::new(UInt64Array::from(vec![
                         u64::try_from(k).expect("k is in 0..=u64::MAX")
                     ])),
+                    DataType::Int32 => Arc::new(Int32Array::from(vec![narrow()])),
+                    DataType::Date32 => Arc::new(Date32Array::from(vec![narrow()])),
                     _ => Arc::new(Int64Array::from(vec![
                         i64::try_from(k).expect("k is in the i64 range")
                     ])),
@@ -757,6 +766,70 @@ mod tests {
                 proptest::prop_assert_eq!(and.is_valid(i).then(|| and.value(i)), want_and, "and, row {}", i);
                 proptest::prop_assert_eq!(or.is_valid(i).then(|| or.value(i)), want_or, "or, row {}", i);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// 32-bit integer and date columns, compared in their own type, against a
+        /// row-by-row reference: values at the type's ends, integer literals inside and
+        /// outside its range and float ones between values, every operator, either side.
+        #[test]
+        fn narrow_integer_and_date_filters_match_a_naive_reference(
+            rows in proptest::collection::vec(proptest::option::of(proptest::prop_oneof![
+                -3i32..4,
+                proptest::strategy::Just(i32::MIN),
+                proptest::strategy::Just(i32::MAX),
+            ]), 1..24),
+            int_lit in proptest::prop_oneof![
+                -4i64..5,
+                proptest::strategy::Just(i64::from(i32::MIN) - 1),
+                proptest::strategy::Just(i64::from(i32::MAX)),
+                proptest::strategy::Just(i64::from(i32::MAX) + 1),
+            ],
+            float_lit in proptest::prop_oneof![-4.0f64..4.0, proptest::strategy::Just(3e9)],
+            use_float in proptest::bool::ANY,
+            date in proptest::bool::ANY,
+            op in any_op(),
+            flipped in proptest::bool::ANY,
+        ) {
+            use ringscan_values::float::cmp_int_f64;
+            let x: ArrayRef = if date {
+                Arc::new(Date32Array::from(rows.clone()))
+            } else {
+                Arc::new(Int32Array::from(rows.clone()))
+            };
+            let batch = RecordBatch::try_from_iter([("x", x)]).unwrap();
+            // Dates compare with integer literals only (days), as the planner sends them.
+            let use_float = use_float && !date;
+            let lit = if use_float {
+                Literal::Float(float_lit)
+            } else if date {
+                Literal::Date32(i32::try_from(int_lit.clamp(i32::MIN.into(), i32::MAX.into())).unwrap())
+            } else {
+                Literal::Int(int_lit)
+            };
+            let want: Vec<Option<bool>> = rows
+                .iter()
+                .map(|v| v.map(|v| {
+                    let ordering = match &lit {
+                        Literal::Float(f) => cmp_int_f64(v.into(), *f),
+                        Literal::Date32(d) => v.cmp(d),
+                        _ => i64::from(v).cmp(&int_lit),
+                    };
+                    op.holds(ordering)
+                }))
+                .collect();
+            let pred = if flipped {
+                Predicate::Compare {
+                    left: Operand::Literal(lit.clone()),
+                    op: op.flipped(),
+                    right: Operand::Column("x".into()),
+                }
+            } else {
+                Predicate::compare("x", op, lit.clone())
+            };
+            let got = evaluate(&pred, &batch, Path::new("t")).unwrap();
+            proptest::prop_assert_eq!(got, BooleanArray::from(want), "{:?}", pred);
         }
     }
 
