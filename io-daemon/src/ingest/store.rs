@@ -1715,6 +1715,18 @@ mod tests {
         Root { data, state }
     }
 
+    /// A fresh root opened over a power-cut log, with table `t` ([`schema`], keyed
+    /// by `id`) created.
+    fn with_table() -> (Root, Arc<PowerCutDir>, Ingest) {
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("t", &schema(), &["id".into()], false)
+            .unwrap();
+        (root, log, ingest)
+    }
+
     fn open(root: &Root, log: &Arc<PowerCutDir>) -> (Ingest, Recovered) {
         let dir: Arc<dyn LogDir> = Arc::clone(log) as Arc<dyn LogDir>;
         Ingest::open_with(root.data.path(), &root.state, dir, IngestConfig::default()).unwrap()
@@ -1810,12 +1822,7 @@ mod tests {
 
     #[test]
     fn keys_and_not_null_are_checked_and_a_refused_statement_applies_nothing() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (_root, _log, ingest) = with_table();
         insert(&ingest, "t", &[1, 2]).unwrap();
         for (ids_, needle) in [
             (&[3, 1][..], "Key (id)=(1) already exists"),
@@ -1865,12 +1872,7 @@ mod tests {
     /// are read from the files), with keys drawn so that half collide.
     #[test]
     fn file_keys_refuse_exactly_what_a_set_of_every_key_refuses() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (mut ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (root, log, mut ingest) = with_table();
         let mut reference = HashSet::new();
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         let mut random = move |below: u64| {
@@ -1936,12 +1938,7 @@ mod tests {
     /// check of a row: of the memtable, of a commit on its way, of the statement itself.
     #[test]
     fn keys_sharing_fingerprints_refuse_exactly_what_a_set_of_every_key_refuses() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (_root, _log, ingest) = with_table();
         let weaken = |ingest: &Ingest| {
             let table = ingest.table("t").unwrap();
             table.fingerprint_mask.store(7, Ordering::Relaxed);
@@ -2125,12 +2122,7 @@ mod tests {
     /// file, where the writer finds it.
     #[test]
     fn a_key_flushed_after_a_statement_checked_the_files_is_still_refused() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (_root, _log, ingest) = with_table();
         insert(&ingest, "t", &[1]).unwrap();
         ingest.flush(true).unwrap();
         let batch = rows(&[4, 5]);
@@ -2148,12 +2140,7 @@ mod tests {
 
     #[test]
     fn a_flush_moves_rows_into_a_sorted_file_and_recovery_replays_nothing_twice() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (root, log, ingest) = with_table();
         insert(&ingest, "t", &[5, 3]).unwrap();
         insert(&ingest, "t", &[9, 1]).unwrap();
         assert_eq!(ingest.flush(true).unwrap(), 4);
@@ -2193,12 +2180,7 @@ mod tests {
 
     #[test]
     fn a_whole_key_finds_its_row_in_memory_or_the_files_or_nowhere() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (root, log, ingest) = with_table();
         insert(&ingest, "t", &[1, 2]).unwrap();
         ingest.flush(true).unwrap();
         insert(&ingest, "t", &[3]).unwrap();
@@ -2246,12 +2228,7 @@ mod tests {
 
     #[test]
     fn a_log_removed_by_hand_restarts_after_the_manifests_positions() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (root, _log, ingest) = with_table();
         insert(&ingest, "t", &[1]).unwrap();
         insert(&ingest, "t", &[2]).unwrap();
         ingest.flush(true).unwrap();
@@ -2295,12 +2272,7 @@ mod tests {
 
     #[test]
     fn small_files_are_compacted_into_one_sorted_file_and_the_old_ones_retired() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (root, log, ingest) = with_table();
         for i in 0..COMPACT_MIN_FILES as i64 {
             insert(&ingest, "t", &[100 - i, i]).unwrap();
             ingest.flush(true).unwrap();
@@ -2369,12 +2341,7 @@ mod tests {
 
     #[test]
     fn a_scan_during_flushes_sees_every_acknowledged_row_once() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (_root, _log, ingest) = with_table();
         let acknowledged = AtomicU64::new(0);
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
@@ -2424,12 +2391,7 @@ mod tests {
 
     #[test]
     fn truncate_and_drop_survive_recovery() {
-        let root = root();
-        let log = Arc::new(PowerCutDir::new());
-        let (ingest, _) = open(&root, &log);
-        ingest
-            .create_table("t", &schema(), &["id".into()], false)
-            .unwrap();
+        let (root, log, ingest) = with_table();
         ingest.create_table("u", &schema(), &[], false).unwrap();
         assert!(!ingest.create_table("u", &schema(), &[], true).unwrap());
         assert!(ingest
