@@ -98,12 +98,31 @@ impl KeyIndex {
 
     /// Puts `slot` in the first free slot of its search (room is known to be there).
     fn put(&mut self, slot: Slot) {
-        let mut i = self.home(slot.fingerprint);
-        while self.slots[i].row != EMPTY {
-            i = self.next(i);
-        }
+        // Matching nothing, the probe ends at the run's free slot.
+        let (Ok(i) | Err(i)) = self.probe(slot.fingerprint, |_| false);
         self.slots[i] = slot;
         self.len += 1;
+    }
+
+    /// Walks `fingerprint`'s run from its home slot (the slots must not be empty):
+    /// `Ok` with the first slot `matches` accepts, else `Err` with the free slot that
+    /// ends the run (there is one: the load factor keeps slots free).
+    fn probe(
+        &self,
+        fingerprint: u64,
+        mut matches: impl FnMut(Slot) -> bool,
+    ) -> Result<usize, usize> {
+        let mut i = self.home(fingerprint);
+        loop {
+            let slot = self.slots[i];
+            if slot.row == EMPTY {
+                return Err(i);
+            }
+            if matches(slot) {
+                return Ok(i);
+            }
+            i = self.next(i);
+        }
     }
 
     /// Adds row `row` with a key of `fingerprint`, not checked against the others (the
@@ -124,17 +143,10 @@ impl KeyIndex {
         if self.slots.is_empty() {
             return None;
         }
-        let mut i = self.home(fingerprint);
-        loop {
-            let slot = self.slots[i];
-            if slot.row == EMPTY {
-                return None;
-            }
-            if slot.fingerprint == fingerprint && is_key(slot.row) {
-                return Some(slot.row);
-            }
-            i = self.next(i);
-        }
+        let found = self.probe(fingerprint, |s| {
+            s.fingerprint == fingerprint && is_key(s.row)
+        });
+        found.ok().map(|i| self.slots[i].row)
     }
 
     /// Adds row `row` unless a row for which `is_key` holds has the same fingerprint:
@@ -147,18 +159,15 @@ impl KeyIndex {
     ) -> Result<(), u64> {
         assert_ne!(row, EMPTY, "row id {row} is the free slot's mark");
         self.reserve(1);
-        let mut i = self.home(fingerprint);
-        loop {
-            let slot = self.slots[i];
-            if slot.row == EMPTY {
-                self.slots[i] = Slot { fingerprint, row };
+        match self.probe(fingerprint, |s| {
+            s.fingerprint == fingerprint && is_key(s.row)
+        }) {
+            Ok(found) => Err(self.slots[found].row),
+            Err(free) => {
+                self.slots[free] = Slot { fingerprint, row };
                 self.len += 1;
-                return Ok(());
+                Ok(())
             }
-            if slot.fingerprint == fingerprint && is_key(slot.row) {
-                return Err(slot.row);
-            }
-            i = self.next(i);
         }
     }
 
@@ -189,17 +198,9 @@ impl KeyIndex {
         if self.slots.is_empty() {
             return false;
         }
-        let mut i = self.home(fingerprint);
-        loop {
-            let slot = self.slots[i];
-            if slot.row == EMPTY {
-                return false;
-            }
-            if slot == (Slot { fingerprint, row }) {
-                break;
-            }
-            i = self.next(i);
-        }
+        let Ok(i) = self.probe(fingerprint, |s| s == Slot { fingerprint, row }) else {
+            return false;
+        };
         // Backward shift: each later entry of the run that may live at the hole (its
         // search passes the hole before reaching it) moves there, so that no search
         // stops at a hole before its key.
