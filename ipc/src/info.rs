@@ -200,7 +200,7 @@ pub fn encode_ipc_stream(schema: &Schema, batches: &[RecordBatch]) -> Result<Vec
     let options = IpcWriteOptions::default();
     let mut out = LAST_ENCODED_SCHEMA.with_borrow_mut(|last| -> Result<Vec<u8>, ArrowError> {
         let bytes = match last {
-            Some((kept, bytes)) if **kept == *schema => bytes,
+            Some((kept, bytes)) if kept == schema => bytes,
             _ => {
                 let mut bytes = Vec::new();
                 let message = IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
@@ -209,7 +209,7 @@ pub fn encode_ipc_stream(schema: &Schema, batches: &[RecordBatch]) -> Result<Vec
                     &options,
                 );
                 write_message(&mut bytes, message, &options)?;
-                &mut last.insert((Arc::new(schema.clone()), bytes)).1
+                &mut last.insert((schema.clone(), bytes)).1
             }
         };
         let mut out = Vec::with_capacity(bytes.len() + room);
@@ -295,7 +295,7 @@ pub fn read_ipc_buffer(buffer: Buffer) -> Result<(Schema, Vec<RecordBatch>), Arr
 
 thread_local! {
     /// The schema [`encode_ipc_stream`] last encoded on this thread, and its message.
-    static LAST_ENCODED_SCHEMA: std::cell::RefCell<Option<(Arc<Schema>, Vec<u8>)>> =
+    static LAST_ENCODED_SCHEMA: std::cell::RefCell<Option<(Schema, Vec<u8>)>> =
         const { std::cell::RefCell::new(None) };
     /// The schema message of the last stream [`read_ipc_buffer`] decoded on this thread,
     /// and its schema: one client's answers repeat one schema, whose decoding (verifying
