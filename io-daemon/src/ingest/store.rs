@@ -1715,6 +1715,16 @@ mod tests {
         Root { data, state }
     }
 
+    /// A seeded xorshift generator: each call a number below its argument.
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |below| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        }
+    }
+
     /// A fresh root opened over a power-cut log, with table `t` ([`schema`], keyed
     /// by `id`) created.
     fn with_table() -> (Root, Arc<PowerCutDir>, Ingest) {
@@ -1874,13 +1884,7 @@ mod tests {
     fn file_keys_refuse_exactly_what_a_set_of_every_key_refuses() {
         let (root, log, mut ingest) = with_table();
         let mut reference = HashSet::new();
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut random = move |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
+        let mut random = xorshift(0x2545_f491_4f6c_dd1d_u64);
         let (mut refused, mut accepted) = (0, 0);
         for round in 0..60 {
             let n = 1 + random(40) as usize;
@@ -1944,13 +1948,7 @@ mod tests {
             table.fingerprint_mask.store(7, Ordering::Relaxed);
         };
         weaken(&ingest);
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut random = move |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
+        let mut random = xorshift(0x9e37_79b9_7f4a_7c15_u64);
         // One statement at a time, against a set of every key (a truncate empties it).
         let mut reference: HashSet<i64> = HashSet::new();
         let (mut refused, mut accepted) = (0, 0);
