@@ -195,6 +195,17 @@ fn partitioned_lake(python: &Path, dir: &Path) -> (Moto, PathBuf) {
     (moto, local)
 }
 
+/// The venv's python and [`partitioned_lake`] in a fresh temporary directory
+/// (returned, to keep it), or `None` after saying why `test` is skipped (no venv).
+fn partitioned_lake_or_skip(
+    test: &str,
+) -> Option<(&'static Path, tempfile::TempDir, Moto, PathBuf)> {
+    let python = python_or_skip(test)?;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (moto, local) = partitioned_lake(python, dir.path());
+    Some((python, dir, moto, local))
+}
+
 /// A hive-partitioned table `part` (`region=.../year=.../p.parquet`), several row
 /// groups per file, with a page index.
 fn write_partitioned(data: &Path) {
@@ -385,13 +396,11 @@ fn queries_over_a_bucket_answer_as_over_the_local_copy() {
 
 #[test]
 fn bad_objects_buckets_and_credentials_are_named_and_the_daemon_serves_on() {
-    let Some(python) =
-        python_or_skip("bad_objects_buckets_and_credentials_are_named_and_the_daemon_serves_on")
-    else {
+    let Some((python, dir, moto, local)) = partitioned_lake_or_skip(
+        "bad_objects_buckets_and_credentials_are_named_and_the_daemon_serves_on",
+    ) else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (moto, local) = partitioned_lake(python, dir.path());
     let good = std::fs::read(local.join("part/region=east/year=2023/p.parquet")).expect("read");
     moto.put(
         "lake",
@@ -514,12 +523,11 @@ fn bad_objects_buckets_and_credentials_are_named_and_the_daemon_serves_on() {
 
 #[test]
 fn daemon_commands_and_the_postgres_host_take_an_s3_root() {
-    let Some(python) = python_or_skip("daemon_commands_and_the_postgres_host_take_an_s3_root")
+    let Some((python, dir, moto, local)) =
+        partitioned_lake_or_skip("daemon_commands_and_the_postgres_host_take_an_s3_root")
     else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (moto, local) = partitioned_lake(python, dir.path());
     let url = "s3://lake/r";
     let endpoint = moto.endpoint();
     let state = dir.path().join("state");
@@ -1271,11 +1279,11 @@ fn entries(cache: &Path) -> Vec<(PathBuf, u64)> {
 /// on loopback: a query that answers had its keys from the profile.
 #[test]
 fn credentials_and_region_come_from_an_aws_profile() {
-    let Some(python) = python_or_skip("credentials_and_region_come_from_an_aws_profile") else {
+    let Some((_, dir, moto, local)) =
+        partitioned_lake_or_skip("credentials_and_region_come_from_an_aws_profile")
+    else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (moto, local) = partitioned_lake(python, dir.path());
     let url = "s3://lake/r";
     let endpoint = moto.endpoint();
     let home = dir.path().join("home");
