@@ -25,8 +25,9 @@
 //! # }
 //! ```
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::Shutdown;
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -887,27 +888,24 @@ fn read_exact_until(
 ) -> Result<(), ClientError> {
     let mut got = 0;
     while got < buf.len() {
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(ClientError::TimedOut {
-                op,
-                waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            });
-        }
-        let slice = (deadline - now).clamp(Duration::from_millis(1), POLL_INTERVAL);
-        stream
-            .set_read_timeout(Some(slice))
-            .map_err(|source| ClientError::Io { op, source })?;
-        match stream.read(&mut buf[got..]) {
+        // What has arrived is taken at once; the thread sleeps in `poll` only when
+        // nothing has (see `sys::wait_readable` for why not in a blocking read).
+        match crate::sys::recv_now(stream, &mut buf[got..]) {
             Ok(0) => return Err(ClientError::Closed { op }),
             Ok(n) => got += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(ClientError::TimedOut {
+                        op,
+                        waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    });
+                }
+                let slice = (deadline - now).clamp(Duration::from_millis(1), POLL_INTERVAL);
+                crate::sys::wait_readable(stream.as_fd(), Some(slice))
+                    .map_err(|source| ClientError::Io { op, source })?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if is_closed(&e) => return Err(ClientError::Closed { op }),
             Err(source) => return Err(ClientError::Io { op, source }),
         }

@@ -97,7 +97,7 @@ pub use producer::{live_ring_bytes, FreshRing, Producer};
 pub use report::{causes, error_chain};
 pub use ring::{unique_name, RingOptions, LIVENESS_INTERVAL, MAX_ERROR_TEXT_BYTES, RING_PREFIX};
 pub use stale::{remove_rings_of, remove_stale_rings};
-pub use sys::{monotonic_ns, shm_size_bytes};
+pub use sys::{monotonic_ns, shm_size_bytes, wait_readable};
 pub use wait::{set_wait_spin, wait_spin, DEFAULT_SPIN_US, MAX_SPIN_US};
 
 #[cfg(test)]

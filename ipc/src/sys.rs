@@ -630,3 +630,64 @@ pub(crate) fn still_open(stream: &std::os::unix::net::UnixStream) -> bool {
     };
     ret < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }
+
+/// Reads what `stream` holds now into `buf`, without blocking: `WouldBlock` when
+/// nothing has arrived.
+pub(crate) fn recv_now(
+    stream: &std::os::unix::net::UnixStream,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    // SAFETY: `buf` is writable for its length, the length given; the descriptor is a
+    // socket the caller keeps open for the call.
+    let ret = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// Waits until `fd` has something to read (or its peer hung up), at most `timeout`
+/// (`None`: without end). `false` when the time ran out.
+///
+/// Why `poll` rather than a blocking read: a thread blocked in `recv` on a Unix stream
+/// socket is woken each time its peer reads what this socket sent (the kernel's
+/// "write space" wake-up knows no reader from writer), so a request-answer exchange
+/// woke each side once for nothing: a context switch and a cross-CPU interrupt on
+/// both, per request. A `poll` for `POLLIN` sleeps through those wake-ups.
+pub fn wait_readable(
+    fd: std::os::fd::BorrowedFd<'_>,
+    timeout: Option<Duration>,
+) -> io::Result<bool> {
+    let millis = match timeout {
+        None => -1,
+        // Rounded up: a wait of 0.3 ms must not become a busy poll of 0 ms.
+        Some(t) => {
+            libc::c_int::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(libc::c_int::MAX)
+        }
+    };
+    let mut entry = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `entry` is one valid pollfd, the count given; the descriptor is
+        // borrowed for the call.
+        let ret = unsafe { libc::poll(&mut entry, 1, millis) };
+        if ret >= 0 {
+            return Ok(ret > 0);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

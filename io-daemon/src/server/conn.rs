@@ -1,6 +1,7 @@
 //! One connection: read requests, answer them; a scan takes the connection over.
 
 use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,6 +28,14 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     loop {
         activity.idle();
+        // Waiting in `poll`, not in the read: a thread blocked in a read of this socket
+        // is woken for nothing each time the client reads an answer (a poll error
+        // leaves the wait to the read and its timeout).
+        let idle = shared.config.session_idle_timeout;
+        if let Ok(false) = ringscan_ipc::wait_readable(stream.as_fd(), Some(idle)) {
+            shared.idle_closed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let message: ClientMessage = match read_frame(&mut stream) {
             Ok(Some(message)) => message,
             Ok(None) => return,

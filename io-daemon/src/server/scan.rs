@@ -7,6 +7,7 @@
 //! cancelled or died.
 
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -396,6 +397,11 @@ fn control_loop(shared: &Shared, stream: &UnixStream, state: &ControlState, acti
                 state.closed.store(true, Ordering::Release);
                 return;
             }
+        }
+        // In `poll`, not in the read: see `conn::serve` (a poll error leaves the wait
+        // to the read's timeout).
+        if let Ok(false) = ringscan_ipc::wait_readable(stream.as_fd(), Some(CONTROL_POLL)) {
+            continue;
         }
         match read_frame::<_, ClientMessage>(&mut &*stream) {
             Ok(Some(ClientMessage::Cancel)) => state.cancelled.store(true, Ordering::Release),
