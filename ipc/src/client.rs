@@ -928,6 +928,7 @@ fn unexpected(op: &'static str, got: &DaemonMessage) -> ClientError {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read;
     use std::os::unix::net::UnixListener;
 
     use super::*;
@@ -983,5 +984,56 @@ mod tests {
         assert!(matches!(err, ClientError::NotStarted { .. }), "{err}");
         assert_eq!(spawned.load(std::sync::atomic::Ordering::Relaxed), 1);
         assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    /// This thread's voluntary context switches so far (Linux).
+    fn voluntary_switches() -> u64 {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_client_waiting_for_an_answer_sleeps_while_the_daemon_takes_its_request() {
+        // The daemon's read of the request is the moment a client blocked in `recv`
+        // would be woken for nothing: once per request, on top of the answer's wake-up.
+        const ROUNDS: u64 = 40;
+        let (mut client, mut daemon) = UnixStream::pair().unwrap();
+        let waiter = std::thread::spawn(move || {
+            let before = voluntary_switches();
+            for _ in 0..ROUNDS {
+                client.write_all(b"request!").unwrap();
+                let mut answer = [0u8; 6];
+                let now = Instant::now();
+                read_exact_until(
+                    &mut client,
+                    &mut answer,
+                    now + Duration::from_secs(10),
+                    now,
+                    "t",
+                )
+                .unwrap();
+                assert_eq!(&answer, b"answer");
+            }
+            voluntary_switches() - before
+        });
+        for _ in 0..ROUNDS {
+            // Each side gets time to be asleep in its wait before the other acts.
+            std::thread::sleep(Duration::from_millis(2));
+            let mut request = [0u8; 8];
+            daemon.read_exact(&mut request).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+            daemon.write_all(b"answer").unwrap();
+        }
+        let switches = waiter.join().unwrap();
+        // One sleep per answer; a woken-for-nothing client sleeps twice per round. A
+        // few extra are the machine's (a descheduled thread).
+        assert!(
+            switches < ROUNDS * 3 / 2,
+            "the client slept {switches} times in {ROUNDS} requests: woken for nothing"
+        );
     }
 }
