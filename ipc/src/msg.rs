@@ -31,8 +31,9 @@ pub use crate::scan_data::{CmpOp, Literal, Operand, Predicate, ScanSummary, Scan
 pub use crate::PROTOCOL_VERSION;
 
 pub use crate::info::{
-    decode_schema, encode_ipc_stream, encode_schema, read_ipc_buffer, read_ipc_stream, CacheStatus,
-    ColumnCacheStatus, DaemonStatus, FileVersion, IngestStatus, MemoryStatus, TableInfo,
+    array_slice_bytes, decode_schema, encode_ipc_stream, encode_schema, read_ipc_buffer,
+    read_ipc_stream, CacheStatus, ColumnCacheStatus, DaemonStatus, FileVersion, IngestStatus,
+    MemoryStatus, TableInfo,
 };
 
 /// Largest frame [`read_frame`] accepts (1 MiB): requests and summaries are small.

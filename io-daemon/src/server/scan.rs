@@ -313,11 +313,7 @@ fn batch_bytes(batch: &RecordBatch) -> usize {
     batch
         .columns()
         .iter()
-        .map(|c| {
-            c.to_data()
-                .get_slice_memory_size()
-                .unwrap_or(usize::MAX / 2)
-        })
+        .map(|c| ringscan_ipc::msg::array_slice_bytes(c.as_ref()).unwrap_or(usize::MAX / 2))
         .fold(0usize, usize::saturating_add)
 }
 
