@@ -18,4 +18,6 @@ pub mod zone;
 
 pub use result::{owned_copy, QueryOutcome, QueryResult};
 pub use result_cache::{DataVersion, ResultCache, ResultKey};
+/// A scan's counters from the daemon ([`QueryOutcome::scan`]'s `counters`).
+pub use ringscan_ipc::msg::DaemonCounters;
 pub use ringscan_lru::{ByteLru, LruStats as CacheStats};

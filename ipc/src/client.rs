@@ -620,17 +620,12 @@ impl ScanStream {
                     .map_err(|source| ClientError::Protocol { op: OP, source })?;
                 // This side's part of the ring's story: batches it kept so long that the
                 // daemon waited on them and they were copied out (`Consumer::unpin`).
-                if let (Some(consumer), Some(counters)) =
-                    (&self.consumer, summary.counters.as_object_mut())
-                {
+                if let Some(consumer) = &self.consumer {
                     let (unpins, bytes) = consumer.unpinned();
-                    counters.insert(
-                        "executor_unpins".to_owned(),
-                        serde_json::json!({
-                            "count": unpins - self.unpinned_before.0,
-                            "bytes": bytes - self.unpinned_before.1,
-                        }),
-                    );
+                    summary.counters.executor_unpins = Some(crate::msg::Unpins {
+                        count: unpins - self.unpinned_before.0,
+                        bytes: bytes - self.unpinned_before.1,
+                    });
                 }
                 self.armed = false;
                 self.keep();

@@ -467,12 +467,12 @@ mod tests {
             ArrayRef, BinaryArray, BooleanArray, Decimal128Array, Int16Array, Int64Array,
             LargeStringArray, ListArray, StringArray, TimestampMicrosecondArray,
         };
-        let n = 37;
-        let text = |i: usize| (i % 5 != 0).then(|| "x".repeat(i % 9));
+        let n: usize = 37;
+        let text = |i: usize| (!i.is_multiple_of(5)).then(|| "x".repeat(i % 9));
         let arrays: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(0..n as i64)),
             Arc::new(Int16Array::from_iter(
-                (0..n).map(|i| (i % 3 != 0).then_some(i as i16)),
+                (0..n).map(|i| (!i.is_multiple_of(3)).then_some(i as i16)),
             )),
             Arc::new(BooleanArray::from_iter(
                 (0..n).map(|i| (i % 4 != 1).then_some(i % 2 == 0)),

@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::column_stats::{
     decode_min_max, encode_min_max, ColumnStatistics, TableStatistics, MAX_STATISTICS_COLUMNS,
 };
-pub use crate::scan_data::{CmpOp, Literal, Operand, Predicate, ScanSummary, ScanTimings};
+pub use crate::scan_data::{
+    CmpOp, DaemonCounters, Literal, Operand, Predicate, ScanSummary, ScanTimings, Unpins,
+};
 pub use crate::PROTOCOL_VERSION;
 
 pub use crate::info::{
@@ -553,7 +555,14 @@ mod tests {
         write_frame(&mut a, &ClientMessage::Ping).unwrap();
         let summary = ScanSummary {
             rows_emitted: 42,
-            counters: serde_json::json!({"cycles": 123, "cache": {"hits": 1}}),
+            counters: DaemonCounters {
+                ring_blocked_waits: 123,
+                metadata_cache: Some(CacheStatus {
+                    hits: 1,
+                    ..CacheStatus::default()
+                }),
+                ..DaemonCounters::default()
+            },
             ..ScanSummary::default()
         };
         write_frame(&mut b, &DaemonMessage::Summary(summary.clone())).unwrap();
@@ -592,6 +601,35 @@ mod tests {
         assert_eq!(got, DaemonMessage::Summary(summary));
         let minimal: ScanSummary = serde_json::from_str(r#"{"version":1}"#).unwrap();
         assert_eq!(minimal, ScanSummary::default());
+    }
+
+    /// The typed counters read the JSON the daemon wrote as a value (and any record
+    /// of it) and write it back the same, keys the host adds included.
+    #[test]
+    fn daemon_counters_keep_their_json() {
+        let written = serde_json::json!({
+            "scan": {"values": [{"kind": "task-clock", "measured": true, "value": 5,
+                "raw": 5, "time_enabled_ns": 9, "time_running_ns": 9}]},
+            "hardware_unavailable": "no PMU exposed (perf_event_open: ENOENT)",
+            "ring_blocked_waits": 2,
+            "metadata_cache": {"hits": 1, "misses": 2, "evictions": 0, "entries": 3,
+                "bytes": 4, "capacity_bytes": 5, "page_index_hits": 6,
+                "page_index_misses": 7, "page_indexes": 8},
+            "column_cache": {"hits": 1, "misses": 0, "admitted": 0, "evictions": 0,
+                "invalidated": 0, "entries": 2, "bytes": 3, "capacity_bytes": 4},
+            "scans_counted": 1,
+            "executor_unpins": {"count": 0, "bytes": 0},
+        });
+        let counters: DaemonCounters = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(counters.ring_blocked_waits, 2);
+        assert_eq!(counters.metadata_cache.as_ref().unwrap().page_indexes, 8);
+        assert_eq!(counters.scan.as_ref().unwrap().values[0].value, Some(5));
+        assert_eq!(serde_json::to_value(&counters).unwrap(), written);
+        // A summary without counters (an older daemon) reads as none.
+        for text in [r#"{"version":1,"counters":null}"#, r#"{"version":1}"#] {
+            let none: ScanSummary = serde_json::from_str(text).unwrap();
+            assert_eq!(none.counters, DaemonCounters::default(), "{text}");
+        }
     }
 
     #[test]

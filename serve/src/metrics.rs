@@ -256,32 +256,24 @@ impl Metrics {
     /// The daemon's counters of one scan (`ScanSummary::counters`, as its scan
     /// thread recorded them): the measured events add up, the cache's figures are
     /// the latest.
-    fn daemon_counters(&self, counters: &serde_json::Value) {
-        if let Some(values) = counters["scan"]["values"].as_array() {
-            for v in values {
-                if v["measured"].as_bool() != Some(true) {
-                    continue;
-                }
-                if let (Some(event), Some(n)) = (v["kind"].as_str(), v["value"].as_u64()) {
-                    self.daemon_events
-                        .get_or_create(&[("event", event.to_owned())])
-                        .inc_by(n);
-                }
+    fn daemon_counters(&self, counters: &ringscan_executor::DaemonCounters) {
+        for v in counters.scan.iter().flat_map(|s| &s.values) {
+            if let (true, Some(n)) = (v.measured, v.value) {
+                self.daemon_events
+                    .get_or_create(&[("event", v.kind.name().to_owned())])
+                    .inc_by(n);
             }
         }
-        if let Some(n) = counters["ring_blocked_waits"].as_u64() {
-            self.ring_blocked_waits.inc_by(n);
-        }
-        let cache = &counters["metadata_cache"];
-        for key in [
-            "hits",
-            "misses",
-            "entries",
-            "bytes",
-            "page_index_hits",
-            "page_index_misses",
-        ] {
-            if let Some(n) = cache[key].as_u64() {
+        self.ring_blocked_waits.inc_by(counters.ring_blocked_waits);
+        if let Some(cache) = &counters.metadata_cache {
+            for (key, n) in [
+                ("hits", cache.hits),
+                ("misses", cache.misses),
+                ("entries", cache.entries),
+                ("bytes", cache.bytes),
+                ("page_index_hits", cache.page_index_hits),
+                ("page_index_misses", cache.page_index_misses),
+            ] {
                 self.daemon_cache
                     .get_or_create(&[("figure", key)])
                     .set(i64::try_from(n).unwrap_or(i64::MAX));

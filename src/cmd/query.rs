@@ -271,17 +271,9 @@ impl DaemonCounters {
         let Some(scan) = &outcome.scan else {
             return; // A result-cache hit, or no table read: the daemon did nothing.
         };
-        let sample = scan
-            .counters
-            .get("scan")
-            .and_then(|v| serde_json::from_value::<CounterSample>(v.clone()).ok());
-        if let Some(sample) = sample {
-            self.samples.push(sample);
-            self.scans += scan
-                .counters
-                .get("scans_counted")
-                .and_then(Value::as_u64)
-                .unwrap_or(1);
+        if let Some(sample) = &scan.counters.scan {
+            self.samples.push(sample.clone());
+            self.scans += scan.counters.scans_counted.unwrap_or(1);
             self.wall_us += scan.timings.total_us;
         }
     }
@@ -430,28 +422,24 @@ fn print_stats(
             if later.result_hit { "hit" } else { "miss" },
         );
     }
-    let daemon_scan = s
-        .counters
-        .get("scan")
-        .and_then(|v| serde_json::from_value::<ringscan_profiling::CounterSample>(v.clone()).ok());
-    match daemon_scan {
+    match &s.counters.scan {
         Some(sample) => eprintln!(
             "daemon scan {}; footer cache {}",
-            ringscan_profiling::summary_of(&sample),
-            s.counters
-                .get("metadata_cache")
-                .map_or(Value::Null, Clone::clone)
+            ringscan_profiling::summary_of(sample),
+            serde_json::to_value(&s.counters.metadata_cache).unwrap_or(Value::Null)
         ),
-        None if !s.counters.is_null() => eprintln!("daemon counters: {}", s.counters),
+        None if s.counters != Default::default() => eprintln!(
+            "daemon counters: {}",
+            serde_json::to_value(&s.counters).unwrap_or(Value::Null)
+        ),
         None => {}
     }
-    let unpins = s.counters.get("executor_unpins");
-    let count = unpins.and_then(|u| u.get("count")).and_then(Value::as_u64);
-    if let Some(count @ 1..) = count {
-        let bytes = unpins.and_then(|u| u.get("bytes")).and_then(Value::as_u64);
+    if let Some(unpins @ ringscan_ipc::msg::Unpins { count: 1.., .. }) = s.counters.executor_unpins
+    {
         eprintln!(
-            "ring: batches the executor held were copied out of the ring {count} times ({} MiB) so that the daemon could go on",
-            bytes.unwrap_or(0) as f64 / (1 << 20) as f64
+            "ring: batches the executor held were copied out of the ring {} times ({} MiB) so that the daemon could go on",
+            unpins.count,
+            unpins.bytes as f64 / (1 << 20) as f64
         );
     }
 }

@@ -1412,13 +1412,8 @@ fn combined_summary(mut scans: Vec<ScanSummary>) -> ScanSummary {
         // its counters' JSON twice and reading its sample back to sum it alone were 6%
         // of the host's CPU time in a profile of prepared point lookups.
         let mut only = scans.pop().expect("one scan");
-        if let serde_json::Value::Object(counters) = &mut only.counters {
-            let counted = usize::from(counters.get("scan").is_some_and(|s| s.is_object()));
-            counters.insert("scans_counted".into(), counted.into());
-            counters
-                .entry("ring_blocked_waits")
-                .or_insert_with(|| 0u64.into());
-        }
+        let counters = &mut only.counters;
+        counters.scans_counted = Some(u64::from(counters.scan.is_some()));
         return only;
     }
     let Some((first, rest)) = scans.split_first() else {
@@ -1436,32 +1431,23 @@ fn combined_summary(mut scans: Vec<ScanSummary>) -> ScanSummary {
 /// of the daemon thread that ran it, and its workers) summed into one, with
 /// `scans_counted` saying how many samples went in; the ring waits summed; the cache
 /// figures (running totals of the daemon, not per scan) are the last scan's.
-fn combined_counters(scans: &[ScanSummary]) -> serde_json::Value {
-    use serde_json::Value;
+fn combined_counters(scans: &[ScanSummary]) -> ringscan_ipc::msg::DaemonCounters {
     let Some(last) = scans.last() else {
-        return Value::Null;
+        return Default::default();
     };
-    let Value::Object(mut out) = last.counters.clone() else {
-        return last.counters.clone();
-    };
-    let samples: Vec<ringscan_profiling::CounterSample> = scans
+    let mut out = last.counters.clone();
+    let samples: Vec<&ringscan_profiling::CounterSample> = scans
         .iter()
-        .filter_map(|s| s.counters.get("scan"))
-        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .filter_map(|s| s.counters.scan.as_ref())
         .collect();
     if !samples.is_empty() {
-        let sum = ringscan_profiling::CounterSample::sum(&samples);
-        if let Ok(v) = serde_json::to_value(sum) {
-            out.insert("scan".into(), v);
-        }
+        out.scan = Some(ringscan_profiling::CounterSample::sum(
+            samples.iter().copied(),
+        ));
     }
-    out.insert("scans_counted".into(), Value::from(samples.len()));
-    let waits: u64 = scans
-        .iter()
-        .filter_map(|s| s.counters.get("ring_blocked_waits").and_then(Value::as_u64))
-        .sum();
-    out.insert("ring_blocked_waits".into(), Value::from(waits));
-    Value::Object(out)
+    out.scans_counted = Some(samples.len() as u64);
+    out.ring_blocked_waits = scans.iter().map(|s| s.counters.ring_blocked_waits).sum();
+    out
 }
 
 /// EXPLAIN's rows (plan type, plan) as text.
@@ -1561,15 +1547,24 @@ mod tests {
     /// no counters at all.
     #[test]
     fn one_scan_summary_is_what_combining_it_alone_gives() {
-        let sample = serde_json::to_value(ringscan_profiling::CounterSample::default())
-            .expect("a sample serializes");
-        let with_waits = serde_json::json!({
-            "scan": sample.clone(),
-            "ring_blocked_waits": 3,
-            "metadata_cache": {"hits": 7, "misses": 1},
-        });
-        let without_waits = serde_json::json!({"scan": sample, "hardware_unavailable": "no PMU"});
-        for counters in [with_waits, without_waits, serde_json::Value::Null] {
+        use ringscan_ipc::msg::{CacheStatus, DaemonCounters};
+        let sample = ringscan_profiling::CounterSample::default();
+        let with_waits = DaemonCounters {
+            scan: Some(sample.clone()),
+            ring_blocked_waits: 3,
+            metadata_cache: Some(CacheStatus {
+                hits: 7,
+                misses: 1,
+                ..CacheStatus::default()
+            }),
+            ..DaemonCounters::default()
+        };
+        let without_waits = DaemonCounters {
+            scan: Some(sample),
+            hardware_unavailable: Some("no PMU".into()),
+            ..DaemonCounters::default()
+        };
+        for counters in [with_waits, without_waits, DaemonCounters::default()] {
             let scan = ScanSummary {
                 rows_emitted: 5,
                 row_groups_pruned: 2,

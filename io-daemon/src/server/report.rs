@@ -7,7 +7,6 @@ use ringscan_ipc::msg::{CacheStatus, ColumnCacheStatus, DaemonStatus, MemoryStat
 use super::Shared;
 
 pub(crate) fn status(shared: &Shared) -> DaemonStatus {
-    let stats = shared.cache.stats();
     DaemonStatus {
         pid: std::process::id(),
         uptime_ms: u64::try_from(shared.started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -15,17 +14,7 @@ pub(crate) fn status(shared: &Shared) -> DaemonStatus {
         scans_active: shared.scans_active.load(Ordering::Acquire),
         scans_served: shared.scans_served.load(Ordering::Relaxed),
         rings_reused: shared.rings_reused.load(Ordering::Relaxed),
-        metadata_cache: CacheStatus {
-            hits: stats.hits,
-            misses: stats.misses,
-            evictions: stats.evictions,
-            entries: stats.entries as u64,
-            bytes: stats.bytes as u64,
-            capacity_bytes: shared.cache.capacity_bytes() as u64,
-            page_index_hits: stats.page_index_hits,
-            page_index_misses: stats.page_index_misses,
-            page_indexes: stats.page_indexes as u64,
-        },
+        metadata_cache: metadata_cache_status(shared),
         column_cache: column_cache_status(shared),
         memory: memory_status(shared),
         data_dir: shared.data_dir.clone(),
@@ -70,6 +59,21 @@ fn memory_status(shared: &Shared) -> MemoryStatus {
         max_scans: plan.max_scans,
         scan_bytes_in_use: shared.memory.used_bytes(),
         idle_connections_closed: shared.idle_closed.load(Ordering::Relaxed),
+    }
+}
+
+pub(crate) fn metadata_cache_status(shared: &Shared) -> CacheStatus {
+    let stats = shared.cache.stats();
+    CacheStatus {
+        hits: stats.hits,
+        misses: stats.misses,
+        evictions: stats.evictions,
+        entries: stats.entries as u64,
+        bytes: stats.bytes as u64,
+        capacity_bytes: shared.cache.capacity_bytes() as u64,
+        page_index_hits: stats.page_index_hits,
+        page_index_misses: stats.page_index_misses,
+        page_indexes: stats.page_indexes as u64,
     }
 }
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use arrow_array::{RecordBatch, RecordBatchOptions};
 use arrow_schema::{ArrowError, Schema, SchemaRef};
 use ringscan_ipc::msg::{
-    read_frame, write_frame, ClientMessage, DaemonMessage, MessageError, ScanRequest, ScanSource,
-    ScanSummary,
+    read_frame, write_frame, ClientMessage, DaemonCounters, DaemonMessage, MessageError,
+    ScanRequest, ScanSource, ScanSummary,
 };
 use ringscan_ipc::{Producer, RingError, RingOptions};
 use ringscan_profiling::{CounterScope, Counters};
@@ -1067,22 +1067,14 @@ fn run_scan(
         Output::Held { .. } | Output::Gone => (Duration::ZERO, 0),
     };
     summary.timings.ring_wait_us = micros(ring_wait);
-    let stats = shared.cache.stats();
-    summary.counters = serde_json::json!({
-        "scan": sample,
-        "hardware_unavailable": counters.hardware_unavailable(),
-        "ring_blocked_waits": ring_waits,
-        "metadata_cache": {
-            "hits": stats.hits,
-            "misses": stats.misses,
-            "entries": stats.entries,
-            "bytes": stats.bytes,
-            "page_index_hits": stats.page_index_hits,
-            "page_index_misses": stats.page_index_misses,
-            "page_indexes": stats.page_indexes,
-        },
-        "column_cache": super::report::column_cache_status(shared),
-    });
+    summary.counters = DaemonCounters {
+        scan: Some(sample),
+        hardware_unavailable: counters.hardware_unavailable().map(str::to_owned),
+        ring_blocked_waits: ring_waits,
+        metadata_cache: Some(super::report::metadata_cache_status(shared)),
+        column_cache: Some(super::report::column_cache_status(shared)),
+        ..DaemonCounters::default()
+    };
     Ok(summary)
 }
 
