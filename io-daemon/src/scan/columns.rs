@@ -236,8 +236,7 @@ impl ColumnCache {
             let mut fields = Vec::with_capacity(roots.len());
             let mut columns = Vec::with_capacity(roots.len());
             for k in &keys {
-                inner.chunks.touch(k);
-                if let Some(c) = inner.chunks.peek(k) {
+                if let Some(c) = inner.chunks.get(k) {
                     fields.push(Arc::clone(&c.field));
                     columns.push(Arc::clone(&c.array));
                 }
