@@ -617,18 +617,8 @@ pub(crate) fn deferred_validation() -> arrow_data::UnsafeFlag {
 /// Whether a connection kept idle is still open: no end of stream (and nothing
 /// unasked for) waiting on it. Does not block.
 pub(crate) fn still_open(stream: &std::os::unix::net::UnixStream) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: `byte` is one writable byte, the length given; the descriptor is a socket
-    // the caller keeps open for the call.
-    let ret = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            std::ptr::addr_of_mut!(byte).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    ret < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+    let peeked = recv_with(stream, &mut [0u8], libc::MSG_PEEK | libc::MSG_DONTWAIT);
+    matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
 /// Reads what `stream` holds now into `buf`, without blocking: `WouldBlock` when
@@ -637,6 +627,15 @@ pub(crate) fn recv_now(
     stream: &std::os::unix::net::UnixStream,
     buf: &mut [u8],
 ) -> io::Result<usize> {
+    recv_with(stream, buf, libc::MSG_DONTWAIT)
+}
+
+/// `recv(2)` into `buf` with `flags`.
+fn recv_with(
+    stream: &std::os::unix::net::UnixStream,
+    buf: &mut [u8],
+    flags: libc::c_int,
+) -> io::Result<usize> {
     // SAFETY: `buf` is writable for its length, the length given; the descriptor is a
     // socket the caller keeps open for the call.
     let ret = unsafe {
@@ -644,7 +643,7 @@ pub(crate) fn recv_now(
             stream.as_raw_fd(),
             buf.as_mut_ptr().cast(),
             buf.len(),
-            libc::MSG_DONTWAIT,
+            flags,
         )
     };
     if ret < 0 {

@@ -56,6 +56,15 @@ pub struct ByteLru<K, V> {
     stats: LruStats,
 }
 
+/// Makes the entry of `key` (whose tick is `entry_tick`) the most recently used: the
+/// next tick, and its place in `order` moved there.
+fn promote<K: Clone>(tick: &mut u64, order: &mut BTreeMap<u64, K>, entry_tick: &mut u64, key: &K) {
+    *tick += 1;
+    order.remove(entry_tick);
+    *entry_tick = *tick;
+    order.insert(*tick, key.clone());
+}
+
 impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
     /// An empty map holding at most `capacity_bytes` (0: holds nothing).
     pub fn new(capacity_bytes: usize) -> Self {
@@ -82,10 +91,7 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
             return None;
         };
         self.stats.hits += 1;
-        self.tick += 1;
-        self.order.remove(&entry.tick);
-        entry.tick = self.tick;
-        self.order.insert(self.tick, key.clone());
+        promote(&mut self.tick, &mut self.order, &mut entry.tick, key);
         Some(&entry.value)
     }
 
@@ -105,10 +111,7 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
         let Some(entry) = self.map.get_mut(key) else {
             return false;
         };
-        self.tick += 1;
-        self.order.remove(&entry.tick);
-        entry.tick = self.tick;
-        self.order.insert(self.tick, key.clone());
+        promote(&mut self.tick, &mut self.order, &mut entry.tick, key);
         true
     }
 
