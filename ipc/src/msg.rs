@@ -603,6 +603,46 @@ mod tests {
         assert_eq!(minimal, ScanSummary::default());
     }
 
+    /// A point lookup's summary is mostly zeros: they stay off the wire and read back
+    /// as zeros, and an unmeasured event carries its kind and reason only.
+    #[test]
+    fn zero_counts_stay_off_the_wire() {
+        let mut counters =
+            ringscan_profiling::Counters::open(ringscan_profiling::CounterScope::Thread);
+        let summary = ScanSummary {
+            row_groups_considered: 16,
+            row_groups_pruned: 15,
+            rows_emitted: 1,
+            counters: DaemonCounters {
+                scan: Some(counters.measure(|| ()).1),
+                ..DaemonCounters::default()
+            },
+            ..ScanSummary::default()
+        };
+        let text = serde_json::to_string(&summary).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let top = value.as_object().unwrap();
+        for (key, v) in top {
+            assert!(v.as_u64() != Some(0), "{key} is written as a zero: {text}");
+        }
+        for key in [
+            "row_groups_considered",
+            "row_groups_pruned",
+            "rows_emitted",
+            "version",
+        ] {
+            assert!(top.contains_key(key), "{key} is missing: {text}");
+        }
+        for v in value["counters"]["scan"]["values"].as_array().unwrap() {
+            if v["measured"] == false {
+                let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+                assert_eq!(keys, ["kind", "measured", "unavailable"], "{v}");
+            }
+        }
+        let back: ScanSummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, summary);
+    }
+
     /// The typed counters read the JSON the daemon wrote as a value (and any record
     /// of it) and write it back the same, keys the host adds included.
     #[test]

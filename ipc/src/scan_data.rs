@@ -219,101 +219,101 @@ pub struct ScanSummary {
     /// Protocol version ([`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION)).
     pub version: u32,
     /// Files matching the source.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub files_considered: u64,
     /// Files skipped by partition values or statistics.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub files_pruned: u64,
     /// Row groups in the remaining files.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_considered: u64,
     /// Row groups skipped by statistics or bloom filters.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_pruned: u64,
     /// Pages skipped thanks to the page index.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub pages_skipped: u64,
     /// Files skipped by their hive partition values (part of `files_pruned`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub files_pruned_by_partition: u64,
     /// Row groups skipped by column-chunk statistics (part of `row_groups_pruned`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_pruned_by_stats: u64,
     /// Row groups skipped by bloom filters (part of `row_groups_pruned`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_pruned_by_bloom: u64,
     /// Row groups none of whose pages survived the page index (part of
     /// `row_groups_pruned`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_pruned_by_page_index: u64,
     /// Row groups skipped by the scan's dynamic filter (part of `row_groups_pruned`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_pruned_by_dynamic_filter: u64,
     /// Pages of the predicate's columns that the page index covered.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub pages_considered: u64,
     /// Row groups whose statistics prove that every row passes the predicate: read
     /// whole (their output columns only), the predicate not evaluated.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_all_pass: u64,
     /// Row groups whose non-predicate columns were decoded only for passing rows.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_late_materialized: u64,
     /// Reads (one row group's columns for one phase of a task) served decoded from the
     /// daemon's column cache: no IO, no decompression, no decoding.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub column_cache_hits: u64,
     /// Row groups of an unfiltered scan skipped whole by the request's offset (never
     /// read); also counted in `row_groups_pruned`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub row_groups_skipped_by_offset: u64,
     /// Rows the offset skipped (never sent through the ring).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub rows_skipped_by_offset: u64,
     /// Bytes read from storage (from object storage: the bytes needed, not the gaps
     /// between them that coalescing fetched too; see `store_bytes_fetched`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub bytes_read: u64,
     /// Of `bytes_read`, page index bytes (column and offset indexes).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub page_index_bytes_read: u64,
     /// Of `bytes_read`, bloom filter bytes (a filter kept from an earlier scan is not
     /// read again).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub bloom_filter_bytes_read: u64,
     /// Column indexes (one per row group and predicate column) read and decoded.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub column_indexes_loaded: u64,
     /// Offset indexes (one per row group and read column) read and decoded.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub offset_indexes_loaded: u64,
     /// Page indexes (either kind, per row group and column) served by the daemon's
     /// metadata cache.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub page_index_cache_hits: u64,
     /// Rows decoded.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub rows_decoded: u64,
     /// Rows sent through the ring.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub rows_emitted: u64,
     /// Requests the scan sent to object storage (ranged GETs and HEADs; 0 for local
     /// files). Counted per bucket over the scan's time, so scans of one bucket running
     /// at once see each other's too.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub store_requests: u64,
     /// Bytes object storage sent the scan: the column data `bytes_read` counts (what
     /// the decoders needed), plus the gaps that coalescing fetched along, the footers and
     /// the page indexes.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub store_bytes_fetched: u64,
     /// Time spent waiting on object storage, summed over the scan's threads
     /// (microseconds).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub store_wait_us: u64,
     /// Bytes object storage did not send because the daemon's on-disk range cache
     /// (`--cache-dir`) held them. Counted over the scan's time, as `store_requests`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub store_cache_hit_bytes: u64,
     /// Stage timings.
     #[serde(default)]
@@ -322,6 +322,12 @@ pub struct ScanSummary {
     /// (`null`, as a summary without them once had, reads as none).
     #[serde(default, deserialize_with = "null_as_default")]
     pub counters: DaemonCounters,
+}
+
+/// A count left out of the wire form when zero (read back as zero): most of a point
+/// lookup's counts are, and the host parsed ~30 zeros from every answer.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>

@@ -190,15 +190,16 @@ pub struct CounterValue {
     pub measured: bool,
     /// Estimated count: `raw * time_enabled / time_running` (exact when not multiplexed).
     /// `None` when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<u64>,
     /// The count as read, before scaling.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub raw: u64,
     /// Nanoseconds the event was enabled.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub time_enabled_ns: u64,
     /// Nanoseconds the event was actually on the PMU (below enabled: multiplexed).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub time_running_ns: u64,
     /// Why the event is not measured, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,6 +207,12 @@ pub struct CounterValue {
     /// True when only user space is counted (the paranoid level forbade kernel counting).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub user_only: bool,
+}
+
+/// Figures of an event that was not measured are zero: left out of the JSON (read back
+/// as zero), as every scan's answer carried seven such events in full.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CounterValue {
