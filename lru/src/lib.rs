@@ -4,8 +4,10 @@
 //!
 //! Each entry carries a size the caller gives (and may grow, [`ByteLru::grow`]); the
 //! total stays within the capacity, the least recently used entries leaving first. An
-//! entry larger than the whole capacity is never kept. Recency is a tick counter with a
-//! `BTreeMap` from tick to key, so lookups, inserts and evictions are `O(log n)`.
+//! entry larger than the whole capacity is never kept. Recency is a doubly linked list
+//! through the entries' slots, so lookups, inserts and evictions are `O(1)` and a hit
+//! allocates nothing (it was a `BTreeMap` from tick to key: a clone of the key and two
+//! tree operations per hit, 3% of the daemon's CPU in a point lookup).
 //!
 //! ```
 //! use ringscan_lru::ByteLru;
@@ -19,7 +21,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::Hash;
 
 /// Counters and occupancy of a [`ByteLru`].
@@ -37,11 +39,18 @@ pub struct LruStats {
     pub bytes: usize,
 }
 
+/// No slot: the end of the recency list.
+const NIL: usize = usize::MAX;
+
 #[derive(Debug)]
-struct Entry<V> {
+struct Node<K, V> {
+    key: K,
     value: V,
     size_bytes: usize,
-    tick: u64,
+    /// The next older entry's slot (`NIL`: this is the least recently used).
+    older: usize,
+    /// The next newer entry's slot (`NIL`: this is the most recently used).
+    newer: usize,
 }
 
 /// A map whose entries carry a size; the total stays within `capacity_bytes`, the least
@@ -50,19 +59,16 @@ struct Entry<V> {
 pub struct ByteLru<K, V> {
     capacity_bytes: usize,
     used_bytes: usize,
-    tick: u64,
-    map: HashMap<K, Entry<V>>,
-    order: BTreeMap<u64, K>,
+    /// Each key's slot in `slots`.
+    map: HashMap<K, usize>,
+    /// The entries, linked from the least to the most recently used; a `None` slot is
+    /// free (listed in `free`) for the next insert.
+    slots: Vec<Option<Node<K, V>>>,
+    free: Vec<usize>,
+    /// The least recently used entry's slot, and the most recently used one's.
+    oldest: usize,
+    newest: usize,
     stats: LruStats,
-}
-
-/// Makes the entry of `key` (whose tick is `entry_tick`) the most recently used: the
-/// next tick, and its place in `order` moved there.
-fn promote<K: Clone>(tick: &mut u64, order: &mut BTreeMap<u64, K>, entry_tick: &mut u64, key: &K) {
-    *tick += 1;
-    order.remove(entry_tick);
-    *entry_tick = *tick;
-    order.insert(*tick, key.clone());
 }
 
 impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
@@ -71,9 +77,11 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
         Self {
             capacity_bytes,
             used_bytes: 0,
-            tick: 0,
             map: HashMap::new(),
-            order: BTreeMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            oldest: NIL,
+            newest: NIL,
             stats: LruStats::default(),
         }
     }
@@ -85,33 +93,35 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
 
     /// The value of `key`, now the most recently used; counts a hit or a miss.
     pub fn get(&mut self, key: &K) -> Option<&V> {
-        // One hash of the key, not three (a point lookup gets ~20 column chunks).
-        let Some(entry) = self.map.get_mut(key) else {
+        // One hash of the key, and no allocation: a point lookup gets ~20 column chunks.
+        let Some(&slot) = self.map.get(key) else {
             self.stats.misses += 1;
             return None;
         };
         self.stats.hits += 1;
-        promote(&mut self.tick, &mut self.order, &mut entry.tick, key);
-        Some(&entry.value)
+        self.promote(slot);
+        self.node(slot).map(|n| &n.value)
     }
 
     /// The value of `key` without counting or changing its recency.
     pub fn peek(&self, key: &K) -> Option<&V> {
-        self.map.get(key).map(|e| &e.value)
+        let slot = *self.map.get(key)?;
+        self.node(slot).map(|n| &n.value)
     }
 
     /// The value of `key` to change in place, without counting or changing its recency
     /// (a change of its size goes through [`grow`](Self::grow)).
     pub fn peek_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.map.get_mut(key).map(|e| &mut e.value)
+        let slot = *self.map.get(key)?;
+        self.node_mut(slot).map(|n| &mut n.value)
     }
 
     /// Marks `key` most recently used; false if absent.
     pub fn touch(&mut self, key: &K) -> bool {
-        let Some(entry) = self.map.get_mut(key) else {
+        let Some(&slot) = self.map.get(key) else {
             return false;
         };
-        promote(&mut self.tick, &mut self.order, &mut entry.tick, key);
+        self.promote(slot);
         true
     }
 
@@ -122,17 +132,26 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
         if size_bytes > self.capacity_bytes || !self.make_room(size_bytes, None) {
             return false;
         }
-        self.tick += 1;
-        self.order.insert(self.tick, key.clone());
+        let node = Node {
+            key: key.clone(),
+            value,
+            size_bytes,
+            older: NIL,
+            newer: NIL,
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = Some(node);
+                slot
+            }
+            None => {
+                self.slots.push(Some(node));
+                self.slots.len() - 1
+            }
+        };
+        self.link_newest(slot);
         self.used_bytes += size_bytes;
-        self.map.insert(
-            key,
-            Entry {
-                value,
-                size_bytes,
-                tick: self.tick,
-            },
-        );
+        self.map.insert(key, slot);
         self.check();
         true
     }
@@ -141,16 +160,17 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
     /// evicting other entries to fit; false, with nothing changed, when `key` is absent
     /// or would not fit even alone.
     pub fn grow(&mut self, key: &K, extra_bytes: usize) -> bool {
-        let Some(size) = self.map.get(key).map(|e| e.size_bytes) else {
+        let Some(&slot) = self.map.get(key) else {
             return false;
         };
+        let size = self.node(slot).map_or(0, |n| n.size_bytes);
         if size.saturating_add(extra_bytes) > self.capacity_bytes
-            || !self.make_room(extra_bytes, Some(key))
+            || !self.make_room(extra_bytes, Some(slot))
         {
             return false;
         }
-        if let Some(entry) = self.map.get_mut(key) {
-            entry.size_bytes += extra_bytes;
+        if let Some(node) = self.node_mut(slot) {
+            node.size_bytes += extra_bytes;
             self.used_bytes += extra_bytes;
         }
         self.check();
@@ -159,23 +179,22 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &K) -> Option<V> {
-        let entry = self.map.remove(key)?;
-        self.order.remove(&entry.tick);
-        self.used_bytes -= entry.size_bytes;
-        Some(entry.value)
+        let slot = self.map.remove(key)?;
+        self.take(slot).map(|n| n.value)
     }
 
     /// Keeps only the entries for which `keep` is true; returns how many were removed
     /// (not counted as evictions: the caller knows why they went).
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) -> usize {
-        let gone: Vec<K> = self
-            .map
-            .iter()
-            .filter(|(k, e)| !keep(k, &e.value))
-            .map(|(k, _)| k.clone())
+        let gone: Vec<usize> = (self.slots.iter().enumerate())
+            .filter_map(|(slot, n)| n.as_ref().map(|n| (slot, n)))
+            .filter(|(_, n)| !keep(&n.key, &n.value))
+            .map(|(slot, _)| slot)
             .collect();
-        for k in &gone {
-            self.remove(k);
+        for &slot in &gone {
+            if let Some(node) = self.take(slot) {
+                self.map.remove(&node.key);
+            }
         }
         gone.len()
     }
@@ -183,7 +202,10 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
     /// Drops every entry (the counters stay).
     pub fn clear(&mut self) {
         self.map.clear();
-        self.order.clear();
+        self.slots.clear();
+        self.free.clear();
+        self.oldest = NIL;
+        self.newest = NIL;
         self.used_bytes = 0;
     }
 
@@ -199,12 +221,12 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
 
     /// The entries, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.map.values().map(|e| &e.value)
+        self.slots.iter().flatten().map(|n| &n.value)
     }
 
     /// The keys and entries, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.map.iter().map(|(k, e)| (k, &e.value))
+        self.slots.iter().flatten().map(|n| (&n.key, &n.value))
     }
 
     /// Counters and occupancy.
@@ -216,30 +238,112 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
         }
     }
 
-    /// Evicts least recently used entries other than `keep` until `extra` more bytes
-    /// fit; whether they do.
-    fn make_room(&mut self, extra: usize, keep: Option<&K>) -> bool {
+    fn node(&self, slot: usize) -> Option<&Node<K, V>> {
+        self.slots.get(slot).and_then(Option::as_ref)
+    }
+
+    fn node_mut(&mut self, slot: usize) -> Option<&mut Node<K, V>> {
+        self.slots.get_mut(slot).and_then(Option::as_mut)
+    }
+
+    /// Takes `slot` out of the recency list.
+    fn unlink(&mut self, slot: usize) {
+        let Some((older, newer)) = self.node(slot).map(|n| (n.older, n.newer)) else {
+            return;
+        };
+        match self.node_mut(older) {
+            Some(n) => n.newer = newer,
+            None => self.oldest = newer,
+        }
+        match self.node_mut(newer) {
+            Some(n) => n.older = older,
+            None => self.newest = older,
+        }
+    }
+
+    /// Puts `slot` (unlinked) at the most recently used end.
+    fn link_newest(&mut self, slot: usize) {
+        let previous = self.newest;
+        if let Some(n) = self.node_mut(slot) {
+            n.older = previous;
+            n.newer = NIL;
+        }
+        match self.node_mut(previous) {
+            Some(n) => n.newer = slot,
+            None => self.oldest = slot,
+        }
+        self.newest = slot;
+    }
+
+    /// Makes `slot` the most recently used entry.
+    fn promote(&mut self, slot: usize) {
+        if self.newest != slot {
+            self.unlink(slot);
+            self.link_newest(slot);
+        }
+    }
+
+    /// Unlinks and frees `slot` (its key is the caller's to drop from `map`).
+    fn take(&mut self, slot: usize) -> Option<Node<K, V>> {
+        self.unlink(slot);
+        let node = self.slots.get_mut(slot)?.take()?;
+        self.free.push(slot);
+        self.used_bytes -= node.size_bytes;
+        Some(node)
+    }
+
+    /// Evicts least recently used entries other than the one in `keep` until `extra`
+    /// more bytes fit; whether they do.
+    fn make_room(&mut self, extra: usize, keep: Option<usize>) -> bool {
         while self.used_bytes + extra > self.capacity_bytes {
-            let victim = self
-                .order
-                .iter()
-                .find(|(_, k)| Some(*k) != keep)
-                .map(|(t, k)| (*t, k.clone()));
-            let Some((tick, victim)) = victim else {
+            let mut victim = self.oldest;
+            if Some(victim) == keep {
+                victim = self.node(victim).map_or(NIL, |n| n.newer);
+            }
+            let Some(node) = self.take(victim) else {
                 return false;
             };
-            self.order.remove(&tick);
-            if let Some(e) = self.map.remove(&victim) {
-                self.used_bytes -= e.size_bytes;
-                self.stats.evictions += 1;
-            }
+            self.map.remove(&node.key);
+            self.stats.evictions += 1;
         }
         true
     }
 
     fn check(&self) {
         debug_assert!(self.used_bytes <= self.capacity_bytes);
-        debug_assert_eq!(self.map.len(), self.order.len());
+        debug_assert_eq!(self.map.len() + self.free.len(), self.slots.len());
+    }
+
+    /// The keys and sizes from the least to the most recently used, walking the list
+    /// both ways and checking that the walks, `map` and the byte count agree.
+    #[cfg(test)]
+    fn oldest_first(&self) -> Vec<(&K, usize)> {
+        let walk = |start: usize, step: fn(&Node<K, V>) -> usize| {
+            let mut slots = Vec::new();
+            let mut at = start;
+            while let Some(n) = self.node(at) {
+                slots.push(at);
+                assert!(slots.len() <= self.map.len(), "a cycle in the list");
+                at = step(n);
+            }
+            slots
+        };
+        let forward = walk(self.oldest, |n| n.newer);
+        let mut backward = walk(self.newest, |n| n.older);
+        backward.reverse();
+        assert_eq!(forward, backward);
+        assert_eq!(forward.len(), self.map.len());
+        let out: Vec<(&K, usize)> = forward
+            .iter()
+            .filter_map(|&slot| self.node(slot))
+            .map(|n| (&n.key, n.size_bytes))
+            .collect();
+        for (k, _) in &out {
+            let found = self.map.get(*k).and_then(|&slot| self.node(slot));
+            assert!(found.is_some_and(|n| n.key == **k), "map and list disagree");
+        }
+        assert_eq!(out.iter().map(|e| e.1).sum::<usize>(), self.used_bytes);
+        out
     }
 }
 
@@ -358,12 +462,8 @@ mod tests {
                         model.retain(|e| e.0 != k);
                     }
                 }
-                let mut got: Vec<(u8, usize)> = lru
-                    .order
-                    .values()
-                    .map(|k| (*k, lru.map[k].size_bytes))
-                    .collect();
-                got.sort_by_key(|e| lru.map[&e.0].tick);
+                let got: Vec<(u8, usize)> =
+                    lru.oldest_first().into_iter().map(|(k, s)| (*k, s)).collect();
                 prop_assert_eq!(&got, &model);
                 prop_assert!(lru.stats().bytes <= CAP);
             }
