@@ -78,6 +78,9 @@ struct FileEntry {
     footer: Weak<ParquetMetaData>,
     /// Schema metadata of the decoded batches.
     schema: SchemaRef,
+    /// The schema of the last hit, kept while its fields are the chunks' (a point
+    /// lookup's hits build the same schema each time, its metadata map copied).
+    hit_schema: Option<SchemaRef>,
     /// (row group, root column) used once, not held.
     seen: HashSet<(usize, usize)>,
 }
@@ -204,11 +207,12 @@ impl ColumnCache {
         }
         let mut guard = self.lock();
         let inner = &mut *guard;
-        if !inner
-            .files
-            .get(path)
-            .is_some_and(|f| same_footer(&f.footer, footer))
-        {
+        let known = (inner.files.get(path))
+            .filter(|f| same_footer(&f.footer, footer))
+            .map(|f| f.id);
+        let id = if let Some(id) = known {
+            id
+        } else {
             // Unknown file, or a new version of it: start over.
             inner.invalidate(path);
             if inner.files.len() >= FILES_MAX {
@@ -224,12 +228,11 @@ impl ColumnCache {
                     id: inner.next_id,
                     footer: Arc::downgrade(footer),
                     schema: Arc::new(Schema::empty()),
+                    hit_schema: None,
                     seen: HashSet::new(),
                 },
             );
-        }
-        let Some(id) = inner.files.get(path).map(|f| f.id) else {
-            return Lookup::Pass;
+            inner.next_id
         };
         let keys: Vec<ChunkKey> = roots.iter().map(|r| (id, row_group, *r)).collect();
         if keys.iter().all(|k| inner.chunks.peek(k).is_some()) {
@@ -241,13 +244,30 @@ impl ColumnCache {
                     columns.push(Arc::clone(&c.array));
                 }
             }
-            let metadata = (inner.files.get(path))
-                .map(|f| f.schema.metadata().clone())
-                .unwrap_or_default();
-            let schema = Schema::new_with_metadata(fields, metadata);
+            let Some(file) = inner.files.get_mut(path) else {
+                return Lookup::Pass;
+            };
+            let schema = match &file.hit_schema {
+                Some(kept)
+                    if kept.fields().len() == fields.len()
+                        && kept
+                            .fields()
+                            .iter()
+                            .zip(&fields)
+                            .all(|(a, b)| Arc::ptr_eq(a, b)) =>
+                {
+                    Arc::clone(kept)
+                }
+                _ => {
+                    let metadata = file.schema.metadata().clone();
+                    let built = Arc::new(Schema::new_with_metadata(fields, metadata));
+                    file.hit_schema = Some(Arc::clone(&built));
+                    built
+                }
+            };
             let rows = columns.first().map_or(0, |c| c.len());
             if let Ok(batch) = RecordBatch::try_new_with_options(
-                Arc::new(schema),
+                schema,
                 columns,
                 &RecordBatchOptions::new().with_row_count(Some(rows)),
             ) {
@@ -333,6 +353,7 @@ impl ColumnCache {
             return;
         }
         file.schema = batch.schema();
+        file.hit_schema = None;
         let id = file.id;
         let fields = batch.schema_ref().fields().clone();
         // Replaces what is there already (a racing scan admitted the same chunks); the
