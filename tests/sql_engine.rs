@@ -691,6 +691,31 @@ fn same_size_rewrite_keeping_its_mtime_is_not_served_stale() {
     }
 }
 
+/// The plan cache's check that a table is unchanged is an inotify watch while it saw
+/// nothing: a file added, then one deleted, right before a query is seen by it.
+#[test]
+fn a_file_added_or_removed_just_before_a_query_is_seen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    std::fs::create_dir_all(data.join("t")).expect("mkdir");
+    write_plain(&data.join("t/part-0.parquet"), 0, 1_000);
+    let _guard = DaemonGuard(data);
+    let mut session = started_session(data);
+    let sql = "SELECT count(*) AS n, max(v) AS m FROM t WHERE v >= 0";
+    for _ in 0..3 {
+        let outcome = session.query(sql, false).expect(sql);
+        assert_eq!(csv_of(&outcome), "n,m\n1000,999\n");
+    }
+    write_plain(&data.join("t/part-1.parquet"), 5_000, 500);
+    let outcome = session.query(sql, false).expect(sql);
+    assert_eq!(csv_of(&outcome), "n,m\n1500,5499\n", "the added file");
+    let outcome = session.query(sql, false).expect(sql);
+    assert_eq!(csv_of(&outcome), "n,m\n1500,5499\n");
+    std::fs::remove_file(data.join("t/part-1.parquet")).expect("rm");
+    let outcome = session.query(sql, false).expect(sql);
+    assert_eq!(csv_of(&outcome), "n,m\n1000,999\n", "the removed file");
+}
+
 /// Issue 17 (9): `min` of a half-float column with a sign-bit NaN (parquet-testing's
 /// `floating_orders_nan_count.parquet`) was NaN: scans made NaNs positive for 32- and
 /// 64-bit floats only, and DataFusion orders a negative NaN below every number.

@@ -86,6 +86,7 @@ pub mod scan_data;
 mod stale;
 mod sys;
 mod wait;
+pub mod watch;
 
 /// Version of the control protocol; bumped on incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -690,3 +690,26 @@ pub fn wait_readable(
         }
     }
 }
+
+/// A new inotify instance, non-blocking and closed on exec.
+pub(crate) fn inotify_init() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; a non-negative return is a new descriptor we then own.
+    let fd = check(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Watches `path` for the events in `mask` on `inotify`; the watch descriptor (the same
+/// one again for an inode already watched).
+pub(crate) fn inotify_add_watch(
+    inotify: std::os::fd::BorrowedFd<'_>,
+    path: &std::path::Path,
+    mask: u32,
+) -> io::Result<i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `cpath` is a valid NUL-terminated string for the call; the descriptor is
+    // borrowed for it.
+    check(unsafe { libc::inotify_add_watch(inotify.as_raw_fd(), cpath.as_ptr(), mask) })
+}
