@@ -292,7 +292,7 @@ impl DaemonClient {
         let mut conn = Conn(Some(open(&self.path)?));
         let stream = conn.stream(OP)?;
         send(stream, &ClientMessage::Scan(request.clone()), OP)?;
-        match read_message(stream, Instant::now() + self.timeout, OP)? {
+        match read_answer(stream, Instant::now() + self.timeout, OP)? {
             DaemonMessage::RingReady { ring_name } => {
                 let consumer = Consumer::attach(&ring_name)?;
                 Ok(self.stream_of(conn, Some(consumer), false, None, capacity))
@@ -325,7 +325,7 @@ impl DaemonClient {
             Err(ClientError::Closed { .. } | ClientError::Io { .. }) => return Ok(None),
             Err(e) => return Err(e),
         }
-        let ring_name = match read_message(stream, Instant::now() + self.timeout, OP) {
+        let ring_name = match read_answer(stream, Instant::now() + self.timeout, OP) {
             Ok(DaemonMessage::RingReady { ring_name }) => ring_name,
             Ok(DaemonMessage::Rows { summary, bytes }) => {
                 // The ring (if any) stays as the request left it: rearmed.
@@ -387,7 +387,7 @@ impl DaemonClient {
         op: &'static str,
     ) -> Result<DaemonMessage, ClientError> {
         let answer = send(&mut self.stream, message, op)
-            .and_then(|()| read_message(&mut self.stream, Instant::now() + self.timeout, op));
+            .and_then(|()| read_answer(&mut self.stream, Instant::now() + self.timeout, op));
         let Err(ClientError::Closed { .. }) = answer else {
             return answer;
         };
@@ -400,9 +400,8 @@ impl DaemonClient {
         let answer = match open(&self.path) {
             Ok(stream) => {
                 self.stream = stream;
-                send(&mut self.stream, message, op).and_then(|()| {
-                    read_message(&mut self.stream, Instant::now() + self.timeout, op)
-                })
+                send(&mut self.stream, message, op)
+                    .and_then(|()| read_answer(&mut self.stream, Instant::now() + self.timeout, op))
             }
             Err(_) => answer,
         };
@@ -779,15 +778,19 @@ fn write_on(
     let stream = &mut *stream;
     send(stream, message, OP)?;
     if !payload.is_empty() {
+        let timeout_error = |source| ClientError::Io { op: OP, source };
         stream
             .set_write_timeout(Some(timeout))
-            .map_err(|source| ClientError::Io { op: OP, source })?;
+            .map_err(timeout_error)?;
         stream.write_all(payload).map_err(|source| match source {
             e if is_closed(&e) => ClientError::Closed { op: OP },
             source => ClientError::Io { op: OP, source },
         })?;
+        stream
+            .set_write_timeout(Some(SEND_TIMEOUT))
+            .map_err(timeout_error)?;
     }
-    match read_message(stream, Instant::now() + timeout, OP) {
+    match read_answer(stream, Instant::now() + timeout, OP) {
         Ok(DaemonMessage::Written { rows, .. }) => Ok(rows),
         Ok(other) => Err(unexpected(OP, &other)),
         Err(ClientError::Closed { .. }) => Err(ClientError::Daemon {
@@ -806,21 +809,29 @@ pub fn connection_open(stream: &UnixStream) -> bool {
     crate::sys::still_open(stream)
 }
 
+/// How long a request's write may block (the daemon not reading its socket).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn open(path: &Path) -> Result<UnixStream, ClientError> {
-    UnixStream::connect(path).map_err(|source| ClientError::Connect {
+    let connect_error = |source| ClientError::Connect {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    let stream = UnixStream::connect(path).map_err(connect_error)?;
+    // Set once for the connection's life, not before each request (a system call in
+    // every point lookup); a write with a payload sets its own and puts this back.
+    stream
+        .set_write_timeout(Some(SEND_TIMEOUT))
+        .map_err(connect_error)?;
+    Ok(stream)
 }
 
+/// Writes `message` on `stream` (opened by [`open`], which set its write timeout).
 fn send(
     stream: &mut UnixStream,
     message: &ClientMessage,
     op: &'static str,
 ) -> Result<(), ClientError> {
-    stream
-        .set_write_timeout(Some(Duration::from_secs(10)))
-        .map_err(|source| ClientError::Io { op, source })?;
     write_frame(stream, message).map_err(|source| match source {
         MessageError::Io(source) if is_closed(&source) => ClientError::Closed { op },
         MessageError::Io(source) => ClientError::Io { op, source },
@@ -848,6 +859,21 @@ fn is_closed(e: &io::Error) -> bool {
 }
 
 /// Reads one daemon message, giving up at `deadline`.
+/// Reads the daemon's answer to a request just sent. It cannot be there yet: the
+/// thread waits for it before its first read (a read finding nothing first was a
+/// system call for nothing in every point lookup).
+fn read_answer(
+    stream: &mut UnixStream,
+    deadline: Instant,
+    op: &'static str,
+) -> Result<DaemonMessage, ClientError> {
+    let slice = (deadline.saturating_duration_since(Instant::now()))
+        .clamp(Duration::from_millis(1), POLL_INTERVAL);
+    crate::sys::wait_readable(stream.as_fd(), Some(slice))
+        .map_err(|source| ClientError::Io { op, source })?;
+    read_message(stream, deadline, op)
+}
+
 fn read_message(
     stream: &mut UnixStream,
     deadline: Instant,
