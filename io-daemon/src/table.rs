@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use ringscan_ipc::msg::{FileVersion, ScanSource};
+use ringscan_ipc::watch::{table_paths, WatchToken};
 
 use crate::hive::PartitionTypes;
 use crate::prune::PartitionValues;
@@ -239,8 +240,9 @@ pub struct ResolveCache {
     object_listing_ttl: Duration,
 }
 
-/// A resolved table, and for an object-storage root when it was listed.
-type KeptTable = (ResolvedTable, Option<Instant>);
+/// A resolved table; for an object-storage root when it was listed, for a local one
+/// where the watches of its files stood when they last stat-ed the same.
+type KeptTable = (ResolvedTable, Option<Instant>, Option<WatchToken>);
 
 /// How long an object-storage listing is served again, unless told.
 pub const DEFAULT_OBJECT_LISTING_TTL: Duration = Duration::from_secs(1);
@@ -289,10 +291,10 @@ impl ResolveCache {
             .get(&key)
             .cloned();
         let object = is_object_url(data_dir);
-        if let Some((table, listed)) = kept {
+        if let Some((table, listed, token)) = kept {
             let current = match listed {
                 Some(at) => at.elapsed() < self.object_listing_ttl,
-                None => listing_current(data_dir, &table.listing),
+                None => self.local_listing_current(&key, &table.listing, token.as_ref()),
             };
             if current {
                 return Ok(table);
@@ -316,11 +318,42 @@ impl ResolveCache {
                 .map(|v| v.path.as_os_str().len() * 2 + 96)
                 .sum::<usize>()
                 + 512 * table.schema.fields().len();
-            kept.insert(key, (table.clone(), object.then_some(listed)), bytes);
+            kept.insert(key, (table.clone(), object.then_some(listed), None), bytes);
         } else {
             kept.remove(&key);
         }
         Ok(table)
+    }
+}
+
+impl ResolveCache {
+    /// Whether the kept local `listing` of `key` is current: while the inotify watches
+    /// of its files and directories saw no change since they last stat-ed the same,
+    /// without stat-ing them (a point lookup stat-ed its table's files on every scan).
+    fn local_listing_current(
+        &self,
+        key: &(PathBuf, ScanSource),
+        listing: &Listing,
+        token: Option<&WatchToken>,
+    ) -> bool {
+        let data_dir = &key.0;
+        let Some(watch) = ringscan_ipc::watch::shared() else {
+            return listing_current(data_dir, listing);
+        };
+        if token.is_some_and(|t| watch.unchanged(t)) {
+            return true;
+        }
+        // The token is taken before the stat: a change racing the stat makes it stale.
+        let paths = table_paths(data_dir, listing.file_versions.iter().chain(&listing.dirs));
+        let fresh = watch.token(paths.iter().map(PathBuf::as_path));
+        let current = listing_current(data_dir, listing);
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        // Only on the listing it was checked against (another scan may have listed
+        // the table anew meanwhile).
+        if let Some(entry) = kept.peek_mut(key).filter(|e| e.0.listing == *listing) {
+            entry.2 = fresh.filter(|_| current);
+        }
+        current
     }
 }
 
@@ -841,6 +874,91 @@ fn typed_table_schema(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn write_parquet(path: &Path, rows: i64) {
+        use arrow_array::{Int64Array, RecordBatch};
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from_iter_values(0..rows))],
+        )
+        .unwrap();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(File::create(path).unwrap(), schema, None)
+                .unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    }
+
+    /// Waits until what was just changed is past [`SETTLED`], so that a listing of it
+    /// is kept (its ctime, which no call sets back, must be that old).
+    fn settle() {
+        std::thread::sleep(SETTLED + Duration::from_millis(20));
+    }
+
+    /// A kept listing is served again, checked by its watch once a stat has; a file
+    /// added, rewritten in place with its size and mtime, or removed right before a
+    /// resolve is seen by it.
+    #[test]
+    fn kept_listings_see_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let table = data.join("t");
+        fs::create_dir(&table).unwrap();
+        let (a, b) = (table.join("a.parquet"), table.join("b.parquet"));
+        write_parquet(&a, 10);
+        settle();
+        let cache = MetadataCache::new(1 << 20);
+        let kept = ResolveCache::new(1 << 20);
+        let source = ScanSource::Table { name: "t".into() };
+        let names = |r: &ResolvedTable| -> Vec<PathBuf> {
+            r.listing
+                .file_versions
+                .iter()
+                .map(|v| v.path.clone())
+                .collect()
+        };
+        let first = kept.resolve(data, &source, &cache).unwrap();
+        // The second resolve stats and takes a token, the third trusts it.
+        for _ in 0..2 {
+            assert_eq!(
+                kept.resolve(data, &source, &cache).unwrap().listing,
+                first.listing
+            );
+        }
+        write_parquet(&b, 20);
+        let added = kept.resolve(data, &source, &cache).unwrap();
+        assert_eq!(names(&added).len(), 2, "{:?}", names(&added));
+        settle();
+        let settled = kept.resolve(data, &source, &cache).unwrap();
+        for _ in 0..2 {
+            assert_eq!(
+                kept.resolve(data, &source, &cache).unwrap().listing,
+                settled.listing
+            );
+        }
+        let mtime = fs::metadata(&a).unwrap().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        write_parquet(&a, 10);
+        File::options()
+            .write(true)
+            .open(&a)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let rewritten = kept.resolve(data, &source, &cache).unwrap();
+        assert_ne!(
+            rewritten.listing, settled.listing,
+            "a same-size rewrite keeping its mtime"
+        );
+        settle();
+        for _ in 0..3 {
+            kept.resolve(data, &source, &cache).unwrap();
+        }
+        fs::remove_file(&b).unwrap();
+        let removed = kept.resolve(data, &source, &cache).unwrap();
+        assert_eq!(names(&removed).len(), 1, "{:?}", names(&removed));
+    }
 
     fn m(pattern: &str, path: &str) -> bool {
         let p: Vec<&str> = pattern.split('/').collect();

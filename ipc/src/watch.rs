@@ -132,6 +132,38 @@ impl Watch {
     }
 }
 
+/// How long the process's shared watch trusts a token: what inotify cannot see
+/// (another machine's write on a network file system) is seen after this long at most.
+pub const SHARED_TRUST: Duration = Duration::from_secs(1);
+
+/// The process's watch, shared by every user in it (one inotify instance, of which a
+/// user may have 128), trusting a token [`SHARED_TRUST`]; none where inotify is refused.
+pub fn shared() -> Option<&'static Watch> {
+    static SHARED: std::sync::OnceLock<Option<Watch>> = std::sync::OnceLock::new();
+    SHARED
+        .get_or_init(|| Watch::new(SHARED_TRUST).ok())
+        .as_ref()
+}
+
+/// What to watch for a table: its files and directories (each `path` under `root`)
+/// and the files' directories, each once.
+pub fn table_paths<'v>(
+    root: &Path,
+    versions: impl IntoIterator<Item = &'v crate::msg::FileVersion>,
+) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for v in versions {
+        let path = root.join(&v.path);
+        if let Some(parent) = path.parent() {
+            paths.push(parent.to_path_buf());
+        }
+        paths.push(path);
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
 impl Inner {
     /// Reads every queued event and counts it against its watch.
     fn drain(&mut self) {

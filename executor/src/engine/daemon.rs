@@ -18,7 +18,7 @@ use arrow_array::ArrayRef;
 use arrow_schema::SchemaRef;
 use ringscan_ipc::client::{ClientError, DaemonClient, ScanStream};
 use ringscan_ipc::msg::{FileVersion, ScanRequest, ScanSource, TableInfo, TableStatistics};
-use ringscan_ipc::watch::{Watch, WatchToken};
+use ringscan_ipc::watch::{table_paths, WatchToken};
 
 use crate::result_cache::DataVersion;
 
@@ -49,20 +49,6 @@ pub(crate) struct TableEntry {
     watched: Mutex<Option<WatchToken>>,
 }
 
-/// The process's watch of table files, shared by every session (one inotify instance,
-/// of which a user may have 128), or none where inotify is refused.
-fn watch() -> Option<&'static Watch> {
-    static WATCH: OnceLock<Option<Watch>> = OnceLock::new();
-    WATCH
-        .get_or_init(|| Watch::new(WATCH_TRUSTED).ok())
-        .as_ref()
-}
-
-/// How long a watch that saw no change stands in for stat-ing a table's files: what
-/// inotify cannot see (another machine's write on a network file system) is seen
-/// after this long at most.
-const WATCH_TRUSTED: std::time::Duration = std::time::Duration::from_secs(1);
-
 impl TableEntry {
     /// The data version as recorded: every file and directory with its size and mtime.
     pub(crate) fn version(&self) -> DataVersion {
@@ -84,7 +70,7 @@ impl TableEntry {
     /// they last stat-ed the same, that is the answer, without stat-ing (a point lookup
     /// stat-ed its table's files before every query: 6% of the host's CPU).
     pub(crate) fn still_current(&self, data_dir: &Path) -> bool {
-        let Some(watch) = watch() else {
+        let Some(watch) = ringscan_ipc::watch::shared() else {
             return self.stats_current(data_dir);
         };
         let lock = || self.watched.lock().unwrap_or_else(PoisonError::into_inner);
@@ -92,7 +78,8 @@ impl TableEntry {
             return true;
         }
         // The token is taken before the stat: a change racing the stat makes it stale.
-        let token = watch.token(self.watched_paths(data_dir).iter().map(PathBuf::as_path));
+        let paths = table_paths(data_dir, self.info.files.iter().chain(&self.info.dirs));
+        let token = watch.token(paths.iter().map(PathBuf::as_path));
         let current = self.stats_current(data_dir);
         *lock() = token.filter(|_| current);
         current
@@ -104,21 +91,6 @@ impl TableEntry {
             .iter()
             .chain(&self.info.dirs)
             .all(|recorded| stat_version(data_dir, recorded).as_ref() == Some(recorded))
-    }
-
-    /// The recorded files and directories and the files' directories.
-    fn watched_paths(&self, data_dir: &Path) -> Vec<PathBuf> {
-        let mut paths: Vec<PathBuf> = (self.info.files.iter())
-            .chain(&self.info.dirs)
-            .map(|v| data_dir.join(&v.path))
-            .collect();
-        let parents: Vec<PathBuf> = (self.info.files.iter())
-            .filter_map(|v| data_dir.join(&v.path).parent().map(Path::to_path_buf))
-            .collect();
-        paths.extend(parents);
-        paths.sort();
-        paths.dedup();
-        paths
     }
 }
 
