@@ -816,3 +816,36 @@ fn hive_partitions_are_typed_and_prune_like_duckdb() {
     let stats = stats_json(data, dir.path(), "SELECT v FROM t WHERE year = 2024");
     assert_eq!(stats["scan"]["files_pruned"], 2, "{stats}");
 }
+
+/// A prepared statement's filter on its parameter is applied before its LIMIT and
+/// OFFSET, as with the value inline (a limit pushed into the scan dropped the filter).
+#[test]
+fn a_prepared_filter_comes_before_its_limit_and_offset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    write_table(data, "t", 20_000, 2_000);
+    let _guard = DaemonGuard(data);
+    let mut session = started_session(data);
+    let inline = session
+        .query("SELECT k FROM t WHERE g = 3 LIMIT 2 OFFSET 10", false)
+        .expect("inline");
+    for run in 0..2 {
+        let bound = session
+            .query_with(
+                "SELECT k FROM t WHERE g = $1 LIMIT 2 OFFSET 10",
+                vec![ringscan_executor::engine::Param::Int64(Some(3))],
+                false,
+            )
+            .expect("bound");
+        assert_eq!(csv_of(&bound), "k\n103\n113\n", "run {run}");
+        assert_eq!(csv_of(&inline), "k\n103\n113\n", "run {run}");
+        let limited = session
+            .query_with(
+                "SELECT k FROM t WHERE g = $1 LIMIT 2",
+                vec![ringscan_executor::engine::Param::Int64(Some(3))],
+                false,
+            )
+            .expect("bound");
+        assert_eq!(csv_of(&limited), "k\n3\n13\n", "run {run}");
+    }
+}

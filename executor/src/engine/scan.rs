@@ -440,14 +440,13 @@ impl ExecutionPlan for DaemonScanExec {
             Some(limit) => statistics.with_fetch(Some(limit as usize), 0, 1).ok()?,
             None => statistics,
         };
-        Some(Arc::new(Self::new(
-            Arc::clone(&self.daemon),
+        // Everything else of this scan kept: a new scan dropped a prepared statement's
+        // filters on its parameters (`WHERE g = $1 LIMIT 2` gave the first two rows).
+        Some(Arc::new(Self {
             request,
-            self.label.clone(),
-            Arc::clone(&self.schema),
-            statistics,
-            self.inexact_filters,
-        )))
+            statistics: Arc::new(statistics),
+            ..self.copy()
+        }))
     }
 
     fn fetch(&self) -> Option<usize> {
