@@ -23,6 +23,7 @@ mod daemon;
 mod decimal_avg;
 mod filter;
 mod interrupt;
+mod literals;
 mod local_time;
 mod rules;
 mod scan;
@@ -251,6 +252,9 @@ pub struct SqlSession {
     ctx: SessionContext,
     runtime: tokio::runtime::Runtime,
     plans: ByteLru<String, Arc<CachedPlan>>,
+    /// Statements with their literals as parameters ([`literals`]) that did not plan, or
+    /// whose parameters do not take their literals exactly: run as written.
+    literals_refused: std::collections::HashSet<String>,
     results: ResultCache,
     /// The zone the session started in, where `RESET TimeZone` goes back to.
     default_time_zone: Arc<str>,
@@ -450,6 +454,7 @@ impl SqlSession {
             ctx,
             runtime,
             plans: ByteLru::new(options.plan_cache_bytes),
+            literals_refused: std::collections::HashSet::new(),
             results: ResultCache::new(options.result_cache_bytes),
             default_time_zone: options.time_zone.trim().into(),
         })
@@ -689,6 +694,56 @@ impl SqlSession {
         })))
     }
 
+    /// `sql`, a plain `SELECT` with literals in its `WHERE`, as the text with those
+    /// literals as parameters and their values, when the plan of that text (planned
+    /// once, then from the plan cache) takes every one of them exactly; see
+    /// [`literals`]. `None`: run `sql` as written.
+    fn parameterized(&mut self, sql: &str) -> Option<(String, Vec<ScalarValue>)> {
+        let head = sql.trim_start().get(..6)?;
+        if !head.eq_ignore_ascii_case("select") || sql.contains('$') {
+            return None;
+        }
+        let statement = {
+            let state = self.ctx.state_ref();
+            let state = state.read();
+            let dialect = state.config().options().sql_parser.dialect;
+            match state.sql_to_statement(sql, &dialect).ok()? {
+                datafusion::sql::parser::Statement::Statement(s) => s,
+                _ => return None,
+            }
+        };
+        let found = literals::sites(&statement);
+        if found.is_empty() {
+            return None;
+        }
+        let text = literals::render(&statement, &vec![true; found.len()])?;
+        if self.literals_refused.contains(&text) {
+            return None;
+        }
+        // Only over the daemon's tables: the catalog's tables are made when scanned,
+        // and their plans are not kept.
+        let takes_all = self.plan(&text).is_ok_and(|(plan, _)| {
+            plan.params.len() == found.len()
+                && (found.iter().zip(&plan.params)).all(|(l, ty)| literals::takes(l, ty.as_ref()))
+                && reads_daemon_tables_only(&plan.plan)
+        });
+        if !takes_all {
+            // Planned only to find out: not kept.
+            self.plans.remove(&text);
+            self.refuse_literals(text);
+            return None;
+        }
+        Some((text, found.iter().map(literals::Literal::value).collect()))
+    }
+
+    fn refuse_literals(&mut self, text: String) {
+        const MAX_REFUSED: usize = 4096;
+        if self.literals_refused.len() >= MAX_REFUSED {
+            self.literals_refused.clear();
+        }
+        self.literals_refused.insert(text);
+    }
+
     /// Plans `sql` into the plan cache without running it: its parameters' types and
     /// the columns it returns, what a client's Describe needs.
     pub fn prepare(&mut self, sql: &str) -> Result<Prepared, EngineError> {
@@ -792,6 +847,33 @@ impl SqlSession {
         params: Vec<ScalarValue>,
         use_result_cache: bool,
         interrupt: &Interrupt,
+    ) -> Result<QueryOutcome, EngineError> {
+        if params.is_empty() {
+            if let Some((text, values)) = self.parameterized(sql) {
+                match self.run(&text, values, use_result_cache, interrupt, true) {
+                    Err(EngineError::Interrupted(reason)) => {
+                        return Err(EngineError::Interrupted(reason))
+                    }
+                    Ok(outcome) => return Ok(outcome),
+                    // Run as written (its own error, if any, is the one to give).
+                    Err(_) => self.refuse_literals(text),
+                }
+            }
+        }
+        self.run(sql, params, use_result_cache, interrupt, false)
+    }
+
+    /// [`Self::query_until`] of `sql` as given; `own_literals`: its parameters are a
+    /// statement's own literals ([`Self::parameterized`]), whose result is kept in the
+    /// result cache at its first run as the statement's always was (a prepared
+    /// statement's binding is kept at its second).
+    fn run(
+        &mut self,
+        sql: &str,
+        params: Vec<ScalarValue>,
+        use_result_cache: bool,
+        interrupt: &Interrupt,
+        own_literals: bool,
     ) -> Result<QueryOutcome, EngineError> {
         let start = Instant::now();
         if write::may_be_ddl(sql) {
@@ -928,7 +1010,7 @@ impl SqlSession {
         });
         // A binding of a prepared statement is kept at its second run (the values of
         // point lookups rarely repeat; copying each answer out would cost them a tenth).
-        let key = key.filter(|k| !generic_plan || self.results.seen_before(k));
+        let key = key.filter(|k| !generic_plan || own_literals || self.results.seen_before(k));
         if let Some(key) = key {
             // A cached result must not keep a scan's ring (its whole mapping) alive.
             result = Arc::new(result.owned().map_err(DataFusionError::from)?);
@@ -1351,6 +1433,23 @@ fn tables_of(plan: &LogicalPlan) -> Vec<Arc<daemon::TableEntry>> {
         Ok(TreeNodeRecursion::Continue)
     });
     tables
+}
+
+/// Whether `plan` scans tables, and only the daemon's.
+fn reads_daemon_tables_only(plan: &LogicalPlan) -> bool {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::datasource::source_as_provider;
+    let (mut daemon, mut other) = (0, 0);
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            match source_as_provider(&scan.source) {
+                Ok(p) if p.downcast_ref::<DaemonTable>().is_some() => daemon += 1,
+                _ => other += 1,
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    daemon > 0 && other == 0
 }
 
 /// The data version of several tables, each path prefixed by its table so that two
