@@ -23,6 +23,9 @@ use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr, SetExpr, Statement, TableFactor, UnaryOperator, Value,
 };
 
+/// A statement's text with its literals as parameters, and those literals in order.
+pub(crate) type Shape = (String, Vec<Literal>);
+
 /// A literal replaced by a parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Literal {

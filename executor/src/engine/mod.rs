@@ -255,6 +255,9 @@ pub struct SqlSession {
     /// Statements with their literals as parameters ([`literals`]) that did not plan, or
     /// whose parameters do not take their literals exactly: run as written.
     literals_refused: std::collections::HashSet<String>,
+    /// Each recent statement text's literal sites as [`literals`] found them (`None`:
+    /// none to replace), so that a text run again is not parsed again.
+    literal_shapes: HashMap<String, Option<Arc<literals::Shape>>>,
     results: ResultCache,
     /// The zone the session started in, where `RESET TimeZone` goes back to.
     default_time_zone: Arc<str>,
@@ -455,6 +458,7 @@ impl SqlSession {
             runtime,
             plans: ByteLru::new(options.plan_cache_bytes),
             literals_refused: std::collections::HashSet::new(),
+            literal_shapes: HashMap::new(),
             results: ResultCache::new(options.result_cache_bytes),
             default_time_zone: options.time_zone.trim().into(),
         })
@@ -703,6 +707,43 @@ impl SqlSession {
         if !head.eq_ignore_ascii_case("select") || sql.contains('$') {
             return None;
         }
+        let shape = match self.literal_shapes.get(sql) {
+            Some(shape) => shape.clone(),
+            None => {
+                let shape = self.literal_shape(sql);
+                const MAX_SHAPES: usize = 1024;
+                if self.literal_shapes.len() >= MAX_SHAPES {
+                    self.literal_shapes.clear();
+                }
+                self.literal_shapes.insert(sql.to_owned(), shape.clone());
+                shape
+            }
+        }?;
+        let (text, found) = (&shape.0, &shape.1);
+        if self.literals_refused.contains(text) {
+            return None;
+        }
+        // Only over the daemon's tables: the catalog's tables are made when scanned,
+        // and their plans are not kept.
+        let takes_all = self.plan(text).is_ok_and(|(plan, _)| {
+            plan.params.len() == found.len()
+                && (found.iter().zip(&plan.params)).all(|(l, ty)| literals::takes(l, ty.as_ref()))
+                && reads_daemon_tables_only(&plan.plan)
+        });
+        if !takes_all {
+            // Planned only to find out: not kept.
+            self.plans.remove(text);
+            self.refuse_literals(text.clone());
+            return None;
+        }
+        Some((
+            text.clone(),
+            found.iter().map(literals::Literal::value).collect(),
+        ))
+    }
+
+    /// `sql` parsed: the text with its literal sites as parameters, and the literals.
+    fn literal_shape(&self, sql: &str) -> Option<Arc<literals::Shape>> {
         let statement = {
             let state = self.ctx.state_ref();
             let state = state.read();
@@ -717,23 +758,7 @@ impl SqlSession {
             return None;
         }
         let text = literals::render(&statement, &vec![true; found.len()])?;
-        if self.literals_refused.contains(&text) {
-            return None;
-        }
-        // Only over the daemon's tables: the catalog's tables are made when scanned,
-        // and their plans are not kept.
-        let takes_all = self.plan(&text).is_ok_and(|(plan, _)| {
-            plan.params.len() == found.len()
-                && (found.iter().zip(&plan.params)).all(|(l, ty)| literals::takes(l, ty.as_ref()))
-                && reads_daemon_tables_only(&plan.plan)
-        });
-        if !takes_all {
-            // Planned only to find out: not kept.
-            self.plans.remove(&text);
-            self.refuse_literals(text);
-            return None;
-        }
-        Some((text, found.iter().map(literals::Literal::value).collect()))
+        Some(Arc::new((text, found)))
     }
 
     fn refuse_literals(&mut self, text: String) {
