@@ -97,9 +97,9 @@ pub(crate) fn render(statement: &Statement, replace: &[bool]) -> Option<String> 
     (n > 0).then(|| statement.to_string())
 }
 
-/// The `WHERE` of a plain `SELECT` over one table (no join, no derived table): a
-/// join's plan uses its literals (the probe side filtered by the build side's keys),
-/// which a parameter would lose.
+/// The `WHERE` of a plain `SELECT` over one table (no join, no derived table, no
+/// `INTO`): a join's plan uses its literals (the probe side filtered by the build
+/// side's keys), which a parameter would lose.
 fn selection(statement: &Statement) -> Option<&Expr> {
     let Statement::Query(query) = statement else {
         return None;
@@ -107,6 +107,10 @@ fn selection(statement: &Statement) -> Option<&Expr> {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return None;
     };
+    // `SELECT .. INTO` writes: run as written, once.
+    if select.into.is_some() {
+        return None;
+    }
     let [from] = &select.from[..] else {
         return None;
     };
@@ -303,6 +307,7 @@ mod tests {
             "SELECT * FROM t JOIN u ON t.a = u.a WHERE t.b = 1",
             "SELECT * FROM t, u WHERE t.b = 1",
             "SELECT * FROM (SELECT * FROM t) AS q WHERE q.b = 1",
+            "SELECT * INTO u FROM t WHERE a = 1",
             "SELECT * FROM t WHERE a = 1.5 OR b = 1e3 OR c = DATE '2024-01-01' OR 1 = 1",
             "SELECT * FROM t WHERE a = 99999999999999999999",
         ] {
