@@ -417,3 +417,39 @@ fn scans_beyond_the_memory_budget_are_busy() {
         }
     }
 }
+
+/// `--session-idle-timeout 0` is no timeout, for a connection waiting for its next
+/// request and for one whose session waits for its next scan alike (the second closed
+/// at once).
+#[test]
+fn a_zero_session_timeout_closes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("t")).unwrap();
+    write_file(&data.join("t/a.parquet"), 0, 1_000);
+    let daemon = Daemon::start(&data, &["--session-idle-timeout", "0s"]);
+    let table = ringscan_ipc::msg::ScanSource::Table { name: "t".into() };
+    let client = daemon.client();
+    for _ in 0..3 {
+        let request = ringscan_ipc::msg::ScanRequest::new(table.clone());
+        let (_, summary) = daemon_support::scan_via(&client, &request).unwrap();
+        assert_eq!(summary.rows_emitted, 1_000);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut raw = std::os::unix::net::UnixStream::connect(daemon.socket()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 1];
+    let read = std::io::Read::read(&mut raw, &mut buf);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "a silent connection was closed or answered: {read:?}"
+    );
+    let closed = daemon
+        .client()
+        .status()
+        .unwrap()
+        .memory
+        .idle_connections_closed;
+    assert_eq!(closed, 0, "connections closed as idle");
+}

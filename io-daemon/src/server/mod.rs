@@ -79,7 +79,7 @@ pub struct DaemonConfig {
     /// Exit after this long with no connection open.
     pub idle_timeout: Duration,
     /// A connection waiting this long for its client's next request (or a session's
-    /// next scan) is closed; clients reconnect on their next request.
+    /// next scan) is closed; clients reconnect on their next request. Zero: never.
     pub session_idle_timeout: Duration,
     /// Scans streaming at once; more get a "busy" error.
     pub max_concurrent_scans: usize,
