@@ -273,14 +273,83 @@ fn scale(raw: u64, enabled_ns: u64, running_ns: u64) -> Option<u64> {
 }
 
 /// Values of every counter over one interval (or since opening).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+///
+/// In JSON an unmeasured event whose reason is `hardware_unavailable` is written
+/// without it (`{"kind": "cycles", "measured": false}`) and read back with it: the
+/// reason once, not once per hardware event (every scan's answer carried it eight
+/// times).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "SampleJson")]
 pub struct CounterSample {
     /// One entry per [`CounterKind`], in [`CounterKind::ALL`] order.
     pub values: Vec<CounterValue>,
     /// When no hardware counter is measured: why, once, in words
     /// (e.g. "no PMU exposed (perf_event_open: ENOENT)").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware_unavailable: Option<String>,
+}
+
+/// [`CounterSample`] as read, before the shared reason goes back into its events.
+#[derive(Deserialize)]
+struct SampleJson {
+    values: Vec<CounterValue>,
+    #[serde(default)]
+    hardware_unavailable: Option<String>,
+}
+
+impl From<SampleJson> for CounterSample {
+    fn from(read: SampleJson) -> Self {
+        let mut values = read.values;
+        if let Some(reason) = &read.hardware_unavailable {
+            for v in values
+                .iter_mut()
+                .filter(|v| !v.measured && v.unavailable.is_none())
+            {
+                v.unavailable = Some(reason.clone());
+            }
+        }
+        CounterSample {
+            values,
+            hardware_unavailable: read.hardware_unavailable,
+        }
+    }
+}
+
+impl Serialize for CounterSample {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeSeq, SerializeStruct};
+        /// An unmeasured event whose reason the sample gives once.
+        #[derive(Serialize)]
+        struct Unmeasured {
+            kind: CounterKind,
+            measured: bool,
+        }
+        struct Values<'a>(&'a CounterSample);
+        impl Serialize for Values<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let shared = self.0.hardware_unavailable.as_ref();
+                let mut seq = serializer.serialize_seq(Some(self.0.values.len()))?;
+                for v in &self.0.values {
+                    if !v.measured && v.unavailable.is_some() && v.unavailable.as_ref() == shared {
+                        seq.serialize_element(&Unmeasured {
+                            kind: v.kind,
+                            measured: false,
+                        })?;
+                    } else {
+                        seq.serialize_element(v)?;
+                    }
+                }
+                seq.end()
+            }
+        }
+        let fields = 1 + usize::from(self.hardware_unavailable.is_some());
+        let mut out = serializer.serialize_struct("CounterSample", fields)?;
+        out.serialize_field("values", &Values(self))?;
+        match &self.hardware_unavailable {
+            Some(reason) => out.serialize_field("hardware_unavailable", reason)?,
+            None => out.skip_field("hardware_unavailable")?,
+        }
+        out.end()
+    }
 }
 
 impl CounterSample {
@@ -833,6 +902,33 @@ fn reason(e: &io::Error, kind: CounterKind, no_pmu: bool, paranoid: Option<i32>)
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The shared reason is written once and read back into each event that had it;
+    /// an event with a reason of its own keeps it on the wire.
+    #[test]
+    fn a_shared_reason_is_written_once() {
+        let reason = "no PMU exposed (perf_event_open: ENOENT)".to_owned();
+        let sample = CounterSample {
+            values: vec![
+                CounterValue::unavailable(CounterKind::Cycles, reason.clone()),
+                CounterValue::measured(CounterKind::TaskClock, 5, 9, 9, false),
+                CounterValue::unavailable(CounterKind::PageFaults, "read(2) failed".into()),
+            ],
+            hardware_unavailable: Some(reason.clone()),
+        };
+        let text = serde_json::to_string(&sample).unwrap();
+        assert_eq!(text.matches(&reason).count(), 1, "{text}");
+        assert!(text.contains("read(2) failed"), "{text}");
+        let back: CounterSample = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, sample);
+        let alone = CounterSample {
+            hardware_unavailable: None,
+            ..sample
+        };
+        let back: CounterSample =
+            serde_json::from_str(&serde_json::to_string(&alone).unwrap()).unwrap();
+        assert_eq!(back, alone);
+    }
 
     /// Work the counters can see: `iterations` dependent multiply-adds.
     pub(crate) fn busy_work(iterations: u64) -> u64 {
