@@ -655,12 +655,12 @@ fn canonical_floats(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
     use arrow_array::types::{Float16Type, Float32Type, Float64Type};
     use arrow_schema::DataType;
     use ringscan_values::float::{
-        canonical_f32, canonical_f64, needs_canonical_f32, needs_canonical_f64,
+        any_needs_canonical_f32, any_needs_canonical_f64, canonical_f32, canonical_f64,
     };
     match column.data_type() {
         DataType::Float64 => {
             let values = column.as_primitive::<Float64Type>();
-            if values.values().iter().any(|v| needs_canonical_f64(*v)) {
+            if any_needs_canonical_f64(values.values()) {
                 return Arc::new(values.unary::<_, Float64Type>(canonical_f64));
             }
         }
@@ -685,7 +685,7 @@ fn canonical_floats(column: &arrow_array::ArrayRef) -> arrow_array::ArrayRef {
         }
         DataType::Float32 => {
             let values = column.as_primitive::<Float32Type>();
-            if values.values().iter().any(|v| needs_canonical_f32(*v)) {
+            if any_needs_canonical_f32(values.values()) {
                 return Arc::new(values.unary::<_, Float32Type>(canonical_f32));
             }
         }

@@ -28,7 +28,7 @@ use arrow_array::{
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::{ArrowError, DataType, TimeUnit};
 use ringscan_ipc::scan_data::{CmpOp, Literal, Operand, Predicate};
-use ringscan_values::float::{canonical_f64, needs_canonical_f64};
+use ringscan_values::float::{any_needs_canonical_f64, canonical_f64};
 
 use super::ScanError;
 
@@ -545,7 +545,7 @@ fn duckdb_float(v: f64) -> f64 {
 
 /// `col` with [`canonical_f64`] applied; no copy when it has no `-0.0` and no negative NaN.
 fn duckdb_floats(col: Float64Array) -> Float64Array {
-    if col.values().iter().any(|v| needs_canonical_f64(*v)) {
+    if any_needs_canonical_f64(col.values()) {
         col.unary(canonical_f64)
     } else {
         col
