@@ -102,6 +102,30 @@ fn answering_daemon() -> (tempfile::TempDir, std::path::PathBuf, Daemon) {
     (dir, data, daemon)
 }
 
+/// Connections the daemon closed as idle so far.
+fn idle_closed(daemon: &Daemon) -> u64 {
+    daemon
+        .client()
+        .status()
+        .unwrap()
+        .memory
+        .idle_connections_closed
+}
+
+/// A daemon started with `args` over a data directory (in a temporary one, kept while
+/// the first value lives) holding table `t` of `rows` rows.
+fn daemon_over_table(
+    rows: usize,
+    args: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, Daemon) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("t")).unwrap();
+    write_file(&data.join("t/a.parquet"), 0, rows);
+    let daemon = Daemon::start(&data, args);
+    (dir, data, daemon)
+}
+
 /// A daemon whose data directory (socket and all) is deleted exits at once, without
 /// waiting for its idle timeout: no client can reach it again. It used to stay in its
 /// `accept` for good (the watchdog's wake-up connected to a path that was gone), deaf
@@ -205,11 +229,7 @@ fn rings_of(pid: u32) -> Vec<String> {
 
 #[test]
 fn rings_made_ahead_serve_scans_of_any_size_and_go_with_the_daemon() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(data.join("t")).unwrap();
-    write_file(&data.join("t/a.parquet"), 0, 5_000);
-    let mut daemon = Daemon::start(&data, &[]);
+    let (_dir, data, mut daemon) = daemon_over_table(5_000, &[]);
     let pid = daemon.child.id();
     let table = ringscan_ipc::msg::ScanSource::Table { name: "t".into() };
     let expected =
@@ -336,12 +356,7 @@ fn idle_connections_make_room_for_new_clients_and_time_out() {
     for c in &mut idle {
         c.ping().expect("an evicted client's next request failed");
     }
-    let closed = daemon
-        .client()
-        .status()
-        .unwrap()
-        .memory
-        .idle_connections_closed;
+    let closed = idle_closed(&daemon);
     assert!(closed >= 1, "{closed}");
 
     // Past the session timeout the daemon closes a silent connection by itself.
@@ -423,11 +438,7 @@ fn scans_beyond_the_memory_budget_are_busy() {
 /// at once).
 #[test]
 fn a_zero_session_timeout_closes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(data.join("t")).unwrap();
-    write_file(&data.join("t/a.parquet"), 0, 1_000);
-    let daemon = Daemon::start(&data, &["--session-idle-timeout", "0s"]);
+    let (_dir, _data, daemon) = daemon_over_table(1_000, &["--session-idle-timeout", "0s"]);
     let table = ringscan_ipc::msg::ScanSource::Table { name: "t".into() };
     let client = daemon.client();
     for _ in 0..3 {
@@ -445,11 +456,6 @@ fn a_zero_session_timeout_closes_nothing() {
         matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
         "a silent connection was closed or answered: {read:?}"
     );
-    let closed = daemon
-        .client()
-        .status()
-        .unwrap()
-        .memory
-        .idle_connections_closed;
+    let closed = idle_closed(&daemon);
     assert_eq!(closed, 0, "connections closed as idle");
 }
