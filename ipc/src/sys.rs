@@ -713,3 +713,9 @@ pub(crate) fn inotify_add_watch(
     // borrowed for it.
     check(unsafe { libc::inotify_add_watch(inotify.as_raw_fd(), cpath.as_ptr(), mask) })
 }
+
+/// Removes the watch `wd` from `inotify` (its `IN_IGNORED` event follows).
+pub(crate) fn inotify_rm_watch(inotify: std::os::fd::BorrowedFd<'_>, wd: i32) -> io::Result<()> {
+    // SAFETY: no pointers; the descriptor is borrowed for the call.
+    check(unsafe { libc::inotify_rm_watch(inotify.as_raw_fd(), wd) }).map(drop)
+}

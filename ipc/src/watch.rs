@@ -52,8 +52,9 @@ struct Inner {
     /// Each watched path's watch descriptor, and back.
     by_path: HashMap<PathBuf, i32>,
     paths: HashMap<i32, PathBuf>,
-    /// Each watch descriptor's change count: it only grows, so a descriptor number
-    /// the kernel reuses for another path never matches a token of the old one.
+    /// Each live watch descriptor's change count. A gone watch's count goes with it:
+    /// a token holding it then finds none, so never matches (the kernel hands out
+    /// descriptor numbers cyclically, not again until they wrap).
     changes: HashMap<i32, u64>,
     /// Times the event queue overflowed (every token taken before is stale).
     overflows: u64,
@@ -92,8 +93,12 @@ impl Watch {
         inner.drain();
         let mut watches = Vec::new();
         for path in paths {
-            let wd = match inner.by_path.get(path) {
-                Some(&wd) => wd,
+            // A path whose watch went (removed through another path of the same
+            // file) is watched anew.
+            let live =
+                (inner.by_path.get(path).copied()).filter(|wd| inner.changes.contains_key(wd));
+            let wd = match live {
+                Some(wd) => wd,
                 None => {
                     if inner.by_path.len() >= MAX_WATCHES {
                         return None;
@@ -206,6 +211,7 @@ impl Inner {
                 }
                 if mask & libc::IN_IGNORED != 0 {
                     // The watch is gone (its path deleted): watch the path anew next time.
+                    self.changes.remove(&wd);
                     if let Some(path) = self.paths.remove(&wd) {
                         self.by_path.remove(&path);
                     }
@@ -219,7 +225,11 @@ impl Inner {
                     if let Some(dir) = self.paths.get(&wd) {
                         let child = dir.join(std::ffi::OsStr::from_bytes(name));
                         if let Some(old) = self.by_path.remove(&child) {
-                            self.paths.remove(&old);
+                            // The old file's watch goes too (its path is another file's
+                            // now, or none); its `IN_IGNORED` drops its count.
+                            if self.paths.remove(&old).is_some() {
+                                let _ = crate::sys::inotify_rm_watch(self.inotify.as_fd(), old);
+                            }
                         }
                     }
                 }
@@ -331,6 +341,22 @@ mod tests {
             .set_len(9)
             .unwrap();
         assert!(!w.unchanged(&after), "the new inode is watched");
+
+        // Files replaced again and again leave no watches behind.
+        for round in 0..50 {
+            std::fs::write(&tmp, format!("{round}")).unwrap();
+            std::fs::rename(&tmp, &file).unwrap();
+            let token = w.token([dir.path(), file.as_path()]).unwrap();
+            assert!(w.unchanged(&token));
+        }
+        let inner = w.lock();
+        assert!(
+            inner.changes.len() <= 3 && inner.by_path.len() <= 3,
+            "{} counts, {} paths kept",
+            inner.changes.len(),
+            inner.by_path.len()
+        );
+        drop(inner);
 
         let short = Watch::new(Duration::from_millis(20)).unwrap();
         let token = short.token([dir.path()]).unwrap();
