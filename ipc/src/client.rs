@@ -858,7 +858,6 @@ fn is_closed(e: &io::Error) -> bool {
     )
 }
 
-/// Reads one daemon message, giving up at `deadline`.
 /// Reads the daemon's answer to a request just sent. It cannot be there yet: the
 /// thread waits for it before its first read (a read finding nothing first was a
 /// system call for nothing in every point lookup).
@@ -874,6 +873,7 @@ fn read_answer(
     read_message(stream, deadline, op)
 }
 
+/// Reads one daemon message, giving up at `deadline`.
 fn read_message(
     stream: &mut UnixStream,
     deadline: Instant,
