@@ -24,16 +24,14 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves requests until the client closes, a scan ends, or an error closes it.
 pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc<Activity>) {
-    let _ = stream.set_read_timeout(Some(shared.config.session_idle_timeout));
+    let idle = shared.config.session_idle_limit();
+    let _ = stream.set_read_timeout(idle);
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     loop {
         activity.idle();
         // Waiting in `poll`, not in the read: a thread blocked in a read of this socket
         // is woken for nothing each time the client reads an answer (a poll error
         // leaves the wait to the read and its timeout).
-        // A zero timeout is none, as the read's (`set_read_timeout` refuses zero).
-        let idle = shared.config.session_idle_timeout;
-        let idle = (!idle.is_zero()).then_some(idle);
         if let Ok(false) = ringscan_ipc::wait_readable(stream.as_fd(), idle) {
             shared.idle_closed.fetch_add(1, Ordering::Relaxed);
             return;

@@ -106,6 +106,13 @@ pub struct DaemonConfig {
 }
 
 impl DaemonConfig {
+    /// [`Self::session_idle_timeout`] as a limit: `None` (no limit) for zero, for a
+    /// connection between requests and a session between scans alike.
+    pub(crate) fn session_idle_limit(&self) -> Option<Duration> {
+        let idle = self.session_idle_timeout;
+        (!idle.is_zero()).then_some(idle)
+    }
+
     /// Default idle timeout (10 minutes).
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
     /// Default idle timeout of one connection (5 minutes).

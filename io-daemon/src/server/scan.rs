@@ -383,9 +383,8 @@ fn control_loop(shared: &Shared, stream: &UnixStream, state: &ControlState, acti
                 (Instant::now(), state.reclaim_seen.load(Ordering::Acquire))
             });
             let reclaimed = shared.reclaim_rings.load(Ordering::Acquire) != reclaim;
-            // A zero timeout is none, as on a connection between requests (`conn`).
-            let idle = shared.config.session_idle_timeout;
-            if reclaimed || (!idle.is_zero() && since.elapsed() >= idle) {
+            let idle = shared.config.session_idle_limit();
+            if reclaimed || idle.is_some_and(|idle| since.elapsed() >= idle) {
                 let counter = if reclaimed {
                     &shared.rings_reclaimed
                 } else {
