@@ -709,8 +709,11 @@ impl SqlSession {
     /// once, then from the plan cache) takes every one of them exactly; see
     /// [`literals`]. `None`: run `sql` as written.
     fn parameterized(&mut self, sql: &str) -> Option<(String, Vec<ScalarValue>)> {
+        // Short statements only (a lookup's is a few dozen bytes): the texts are kept
+        // (`literal_shapes`, `literals_refused`), by count, so their size is bounded here.
+        const MAX_SQL_BYTES: usize = 4096;
         let head = sql.trim_start().get(..6)?;
-        if !head.eq_ignore_ascii_case("select") || sql.contains('$') {
+        if !head.eq_ignore_ascii_case("select") || sql.contains('$') || sql.len() > MAX_SQL_BYTES {
             return None;
         }
         let shape = match self.literal_shapes.get(sql) {
