@@ -219,6 +219,24 @@ fn message_seeds() -> io::Result<Vec<(String, Vec<u8>)>> {
             },
         ),
         ("flush", ClientMessage::Flush),
+        (
+            "stage",
+            ClientMessage::Stage {
+                table: "trades".into(),
+                statement: 7,
+                part: 1,
+                bytes: 4096,
+            },
+        ),
+        (
+            "adopt",
+            ClientMessage::Adopt {
+                table: "trades".into(),
+                statement: 7,
+                parts: 2,
+            },
+        ),
+        ("discard", ClientMessage::Discard),
     ];
     let daemon = [
         (

@@ -325,6 +325,40 @@ pub enum ClientMessage {
     /// Write the rows held in memory to Parquet now (every table); answered with
     /// [`DaemonMessage::Written`].
     Flush,
+    /// One part of a statement too large to hold in memory (a long COPY): the frame is
+    /// followed by `bytes` raw bytes, an Arrow IPC stream of rows of the table, as for
+    /// [`ClientMessage::Insert`]. The daemon checks the rows (types, `NOT NULL`, the
+    /// primary key against the table's files and the statement's earlier parts) and
+    /// writes them as a synced Parquet file that no scan sees yet. Answered with
+    /// [`DaemonMessage::Written`] (the statement's rows so far, LSN 0). Parts belong to
+    /// this connection: a part of another `statement` discards the parts before it, and
+    /// so does the connection's end.
+    Stage {
+        /// Table name.
+        table: String,
+        /// The statement's number, chosen by the client (the same for all its parts).
+        statement: u64,
+        /// This part's number, from 0: a part whose earlier ones this connection does
+        /// not hold (they went with an earlier connection) is refused.
+        part: u64,
+        /// Length of the Arrow IPC stream that follows (at most [`MAX_INSERT_BYTES`]).
+        bytes: u64,
+    },
+    /// Commit the parts of `statement` ([`ClientMessage::Stage`]): their keys are
+    /// checked against the rows in memory, then their files join the table in one
+    /// durable manifest update, visible to every scan at once. Answered with
+    /// [`DaemonMessage::Written`] (the statement's rows, LSN 0), or an error and none
+    /// of them applied.
+    Adopt {
+        /// Table name.
+        table: String,
+        /// The statement's number.
+        statement: u64,
+        /// How many parts the client staged: fewer here refuses the statement.
+        parts: u64,
+    },
+    /// Drop this connection's staged parts (a COPY that failed or was cancelled).
+    Discard,
 }
 
 /// Largest Arrow IPC stream one [`ClientMessage::Insert`] may carry (1 GiB).
@@ -343,9 +377,11 @@ impl ClientMessage {
                 source: ScanSource::Files { paths },
                 ..
             } if paths.is_empty() => Err(MessageError::Invalid("no files given".into())),
-            Self::Insert { bytes, .. } if *bytes > MAX_INSERT_BYTES => Err(MessageError::Invalid(
-                format!("an insert of {bytes} bytes (limit {MAX_INSERT_BYTES}; split the rows)"),
-            )),
+            Self::Insert { bytes, .. } | Self::Stage { bytes, .. } if *bytes > MAX_INSERT_BYTES => {
+                Err(MessageError::Invalid(format!(
+                    "an insert of {bytes} bytes (limit {MAX_INSERT_BYTES}; split the rows)"
+                )))
+            }
             Self::Statistics { columns, .. } if columns.len() > MAX_STATISTICS_COLUMNS => {
                 Err(MessageError::Invalid(format!(
                     "statistics for {} columns (limit {MAX_STATISTICS_COLUMNS})",
@@ -397,8 +433,9 @@ pub enum DaemonMessage {
     /// Answer to [`ClientMessage::Stop`]: the daemon is exiting.
     Stopping,
     /// A write is durable: [`ClientMessage::Insert`], [`ClientMessage::CreateTable`],
-    /// [`ClientMessage::DropTable`], [`ClientMessage::Truncate`] or
-    /// [`ClientMessage::Flush`].
+    /// [`ClientMessage::DropTable`], [`ClientMessage::Truncate`],
+    /// [`ClientMessage::Flush`], [`ClientMessage::Stage`], [`ClientMessage::Adopt`] or
+    /// [`ClientMessage::Discard`].
     Written {
         /// Rows it wrote (inserted, or flushed to Parquet).
         rows: u64,

@@ -10,7 +10,9 @@ use pgwire::api::portal::Format;
 use pgwire::api::results::{Response, Tag};
 use pgwire::api::ConnectionManager;
 use pgwire::error::ErrorInfo;
-use ringscan_executor::engine::{EngineError, EngineOptions, Interrupt, Param, SqlSession};
+use ringscan_executor::engine::{
+    BulkInsert, EngineError, EngineOptions, Interrupt, Param, SqlSession,
+};
 use ringscan_executor::QueryOutcome;
 
 use crate::rewrite::{rewrite, Rewritten};
@@ -233,6 +235,9 @@ pub(crate) struct Connection {
     /// Once a line failed: the failure, reported at CopyDone (the client's further
     /// data is dropped meanwhile, as PostgreSQL does).
     pub(crate) copy_in: Mutex<Option<Result<crate::copy_in::CopyIn, Box<ErrorInfo>>>>,
+    /// The rows of that COPY parsed so far, and its parts staged with the daemon once
+    /// they outgrow memory (`BulkInsert`).
+    copy_rows: Mutex<Option<BulkInsert>>,
 }
 
 impl Drop for Connection {
@@ -283,31 +288,68 @@ impl Connection {
             statements: 0.into(),
             failed: 0.into(),
             copy_in: Mutex::new(None),
+            copy_rows: Mutex::new(None),
         }
     }
 
-    /// A CopyData message of the running `COPY ... FROM STDIN`.
-    pub(crate) fn copy_data(&self, bytes: &[u8]) -> Result<(), Box<ErrorInfo>> {
-        let mut copy = self.copy_in.lock().unwrap_or_else(PoisonError::into_inner);
-        match copy.as_mut() {
-            None => Err(Box::new(ErrorInfo::new(
-                "ERROR".into(),
-                "08P01".into(),
-                "CopyData outside of a COPY FROM STDIN".into(),
-            ))),
-            Some(Ok(running)) => {
-                if let Err((code, message)) = running.data(bytes) {
-                    // Nothing of it is applied; the rest of the data is dropped.
-                    *copy = Some(Err(Box::new(ErrorInfo::new(
+    /// A CopyData message of the running `COPY ... FROM STDIN`. Once the rows parsed
+    /// outgrow [`ringscan_executor::engine::stage_bytes`], they are staged with the
+    /// daemon here (the client's next data waits meanwhile).
+    pub(crate) async fn copy_data(&self, bytes: &[u8]) -> Result<(), Box<ErrorInfo>> {
+        let due = {
+            let mut copy = self.copy_in.lock().unwrap_or_else(PoisonError::into_inner);
+            match copy.as_mut() {
+                None => {
+                    return Err(Box::new(ErrorInfo::new(
                         "ERROR".into(),
-                        code.into(),
-                        message,
-                    ))));
+                        "08P01".into(),
+                        "CopyData outside of a COPY FROM STDIN".into(),
+                    )))
                 }
-                Ok(())
+                Some(Ok(running)) => match running.data(bytes) {
+                    Err((code, message)) => {
+                        // Nothing of it is applied; the rest of the data is dropped.
+                        *copy = Some(Err(Box::new(ErrorInfo::new(
+                            "ERROR".into(),
+                            code.into(),
+                            message,
+                        ))));
+                        None
+                    }
+                    Ok(()) => {
+                        let mut rows = self.copy_rows();
+                        let bulk = rows.get_or_insert_with(|| BulkInsert::new(&running.table));
+                        if bulk.push(running.take_batches()) {
+                            rows.take()
+                        } else {
+                            None
+                        }
+                    }
+                },
+                Some(Err(_)) => None,
             }
-            Some(Err(_)) => Ok(()),
+        };
+        if let Some(mut bulk) = due {
+            match self
+                .with_session(move |s| s.bulk_stage(&mut bulk).map(|()| bulk))
+                .await
+            {
+                Ok(bulk) => *self.copy_rows() = Some(bulk),
+                // The daemon dropped the statement's parts; the rest of the data is
+                // dropped here, and CopyDone reports this.
+                Err(e) => {
+                    *self.copy_in.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(Err(engine_error(e)));
+                }
+            }
         }
+        Ok(())
+    }
+
+    fn copy_rows(&self) -> std::sync::MutexGuard<'_, Option<BulkInsert>> {
+        self.copy_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// CopyDone: the rows written as one statement; the command tag.
@@ -317,9 +359,12 @@ impl Connection {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let running = match running {
-            Some(Ok(running)) => running,
-            Some(Err(failed)) => return Err(failed),
+        let bulk = self.copy_rows().take();
+        let finished = match running {
+            Some(Ok(running)) => running.finish().map_err(|(code, message)| {
+                Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
+            }),
+            Some(Err(failed)) => Err(failed),
             None => {
                 return Err(Box::new(ErrorInfo::new(
                     "ERROR".into(),
@@ -328,23 +373,42 @@ impl Connection {
                 )))
             }
         };
-        let (table, batches, rows) = running.finish().map_err(|(code, message)| {
-            Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
-        })?;
-        if rows > 0 {
-            self.with_session(move |s| s.insert(&table, &batches))
+        let (table, batches, rows) = match finished {
+            Ok(done) => done,
+            Err(e) => {
+                self.abandon_rows(bulk).await;
+                return Err(e);
+            }
+        };
+        let mut bulk = bulk.unwrap_or_else(|| BulkInsert::new(&table));
+        bulk.push(batches);
+        if rows > 0 || bulk.staged() {
+            self.with_session(move |s| s.bulk_finish(bulk))
                 .await
                 .map_err(engine_error)?;
         }
         Ok(format!("COPY {rows}"))
     }
 
-    /// CopyFail, or the connection ended mid-COPY: nothing of it is applied.
-    pub(crate) fn copy_abandoned(&self) {
+    /// CopyFail: nothing of the COPY is applied.
+    pub(crate) async fn copy_abandoned(&self) {
         self.copy_in
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        let bulk = self.copy_rows().take();
+        self.abandon_rows(bulk).await;
+    }
+
+    /// Drops the parts a failed COPY staged with the daemon (which also drops them
+    /// when the session's connection to it ends).
+    async fn abandon_rows(&self, bulk: Option<BulkInsert>) {
+        if let Some(bulk) = bulk.filter(BulkInsert::staged) {
+            let table = bulk.table().to_owned();
+            if let Err(e) = self.with_session(move |s| s.bulk_abandon(bulk)).await {
+                tracing::warn!(table = %table, "the failed COPY's staged rows stay until the session ends: {e}");
+            }
+        }
     }
 
     /// A statement failed (its error is logged).
@@ -497,6 +561,7 @@ impl Connection {
                             Box::new(ErrorInfo::new("ERROR".into(), code.into(), message))
                         })?;
                     let columns = copy_in.columns();
+                    *self.copy_rows() = Some(BulkInsert::new(&copy_in.table));
                     *self.copy_in.lock().unwrap_or_else(PoisonError::into_inner) =
                         Some(Ok(copy_in));
                     return Ok(Outcome::CopyIn(columns));

@@ -87,6 +87,11 @@ impl FileRows {
         self.0.data(bytes).map_err(|(_, m)| m)
     }
 
+    /// The rows converted so far, taken (the rest follow from [`Self::finish`]).
+    pub fn take_batches(&mut self) -> Vec<RecordBatch> {
+        self.0.take_batches()
+    }
+
     /// The rows, after the last bytes.
     pub fn finish(self) -> Result<(Vec<RecordBatch>, u64), String> {
         self.0
@@ -166,6 +171,11 @@ impl CopyIn {
             self.pending = pending[used..].to_vec();
         }
         Ok(())
+    }
+
+    /// The rows converted so far, taken (the rest follow from [`Self::finish`]).
+    pub(crate) fn take_batches(&mut self) -> Vec<RecordBatch> {
+        std::mem::take(&mut self.batches)
     }
 
     /// CopyDone: the last record (without its newline), then the batches to write.

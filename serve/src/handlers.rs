@@ -107,6 +107,7 @@ impl pgwire::api::copy::CopyHandler for Handler {
     {
         self.0
             .copy_data(&copy_data.data)
+            .await
             .map_err(PgWireError::UserError)
     }
 
@@ -146,7 +147,7 @@ impl pgwire::api::copy::CopyHandler for Handler {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        self.0.copy_abandoned();
+        self.0.copy_abandoned().await;
         PgWireError::UserError(error(
             "57014",
             format!("COPY from stdin failed: {}", fail.message),

@@ -1,6 +1,8 @@
 //! `ringscan ingest`: files (CSV, PostgreSQL text, JSON lines, Parquet) into a table the
 //! IO daemon writes (made by `CREATE TABLE`). Each file is one statement: all of its
-//! rows are durable when it is reported, or, on any bad line, none of them.
+//! rows are durable when it is reported, or, on any bad line, none of them. A file of
+//! any size: its rows are staged with the daemon in parts as they are read
+//! (`BulkInsert`), so memory holds one part at a time.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -13,7 +15,7 @@ use anyhow::{bail, Context};
 use arrow_array::{new_null_array, RecordBatch};
 use arrow_schema::{Field, Schema, SchemaRef};
 use indicatif::{ProgressBar, ProgressStyle};
-use ringscan_executor::engine::EngineOptions;
+use ringscan_executor::engine::{BulkInsert, EngineOptions};
 
 use super::common::data_dir;
 
@@ -89,13 +91,30 @@ pub(crate) fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
             ),
         };
         let file_started = Instant::now();
-        let batches = read(path, format, &args, &schema)
-            .with_context(|| format!("{}: nothing of it was written", path.display()))?;
-        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-        let written = session
-            .insert(&args.table, &batches)
-            .with_context(|| format!("{}: nothing of it was written", path.display()))?;
-        debug_assert_eq!(written, rows);
+        let mut rows = BulkInsert::new(&args.table);
+        let mut read_rows = || -> anyhow::Result<()> {
+            read(path, format, &args, &schema, &mut |batches| {
+                if rows.push(batches) {
+                    session.bulk_stage(&mut rows)?;
+                }
+                Ok(())
+            })
+        };
+        let written = match read_rows() {
+            Ok(()) => {
+                let taken = rows.rows();
+                session
+                    .bulk_finish(rows)
+                    .inspect(|&written| debug_assert_eq!(written, taken))
+                    .map_err(anyhow::Error::from)
+            }
+            Err(e) => {
+                // Its parts staged with the daemon go (they would with the session).
+                let _ = session.bulk_abandon(rows);
+                Err(e)
+            }
+        }
+        .with_context(|| format!("{}: nothing of it was written", path.display()))?;
         total += written;
         if !args.quiet {
             let secs = file_started.elapsed().as_secs_f64();
@@ -136,16 +155,18 @@ fn progress(path: &Path, quiet: bool) -> anyhow::Result<ProgressBar> {
     Ok(bar)
 }
 
-/// The file's rows as batches of the table's columns.
+/// The file's rows as batches of the table's columns, handed to `sink` as they are
+/// read.
 fn read(
     path: &Path,
     format: FileFormat,
     args: &IngestArgs,
     schema: &SchemaRef,
-) -> anyhow::Result<Vec<RecordBatch>> {
+    sink: &mut dyn FnMut(Vec<RecordBatch>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let bar = progress(path, args.quiet)?;
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let batches = match format {
+    match format {
         FileFormat::Csv | FileFormat::Text => {
             let csv = format == FileFormat::Csv;
             let delimiter = args.delimiter.unwrap_or(if csv { ',' } else { '\t' });
@@ -165,9 +186,10 @@ fn read(
                     break;
                 }
                 rows.push(&buf[..n]).map_err(anyhow::Error::msg)?;
+                sink(rows.take_batches())?;
                 bar.inc(n as u64);
             }
-            rows.finish().map_err(anyhow::Error::msg)?.0
+            sink(rows.finish().map_err(anyhow::Error::msg)?.0)?;
         }
         FileFormat::Jsonl => {
             let loose = loose(schema);
@@ -177,24 +199,38 @@ fn read(
                     CHUNK_BYTES,
                     Counted(file, bar.clone()),
                 ))?;
-            reader.collect::<Result<Vec<_>, _>>()?
+            for batch in reader {
+                sink(vec![batch?])?;
+            }
         }
         FileFormat::Parquet => {
             let reader =
                 parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)?
                     .with_batch_size(64 * 1024)
                     .build()?;
-            let mut out = Vec::new();
+            let total = reader_rows(path).unwrap_or(0);
+            let mut done = 0u64;
             for batch in reader {
                 let batch = batch?;
-                out.push(by_name(&batch, schema)?);
+                done += batch.num_rows() as u64;
+                sink(vec![by_name(&batch, schema)?])?;
+                if let Some(at) = (bar.length().unwrap_or(0) * done).checked_div(total) {
+                    bar.set_position(at);
+                }
             }
             bar.set_position(bar.length().unwrap_or(0));
-            out
         }
-    };
+    }
     bar.finish_and_clear();
-    Ok(batches)
+    Ok(())
+}
+
+/// Rows of the Parquet file `path` (from its footer), for the progress bar.
+fn reader_rows(path: &Path) -> Option<u64> {
+    let file = File::open(path).ok()?;
+    let builder =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).ok()?;
+    u64::try_from(builder.metadata().file_metadata().num_rows()).ok()
 }
 
 /// `schema` with every column nullable (the daemon checks `NOT NULL`, naming the row).

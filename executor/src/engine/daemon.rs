@@ -230,6 +230,48 @@ impl Daemon {
         self.write(&message, &payload)
     }
 
+    /// Stages `batches` as part `part` of the large statement `statement` into table
+    /// `name`: the daemon checks them and writes them ahead, not yet visible (see
+    /// [`super::BulkInsert`]). The statement's rows so far.
+    pub(crate) fn stage(
+        &self,
+        name: &str,
+        (statement, part): (u64, u64),
+        batches: &[arrow_array::RecordBatch],
+    ) -> datafusion::common::Result<u64> {
+        let payload = match batches.first() {
+            Some(first) => ringscan_ipc::msg::encode_ipc_stream(first.schema_ref(), batches)?,
+            None => Vec::new(),
+        };
+        let message = ringscan_ipc::msg::ClientMessage::Stage {
+            table: name.to_owned(),
+            statement,
+            part,
+            bytes: payload.len() as u64,
+        };
+        self.write(&message, &payload)
+    }
+
+    /// Commits the large statement `statement` of `parts` staged parts: all of its rows
+    /// visible at once, or none. Its rows.
+    pub(crate) fn adopt(
+        &self,
+        name: &str,
+        (statement, parts): (u64, u64),
+    ) -> datafusion::common::Result<u64> {
+        let message = ringscan_ipc::msg::ClientMessage::Adopt {
+            table: name.to_owned(),
+            statement,
+            parts,
+        };
+        self.write(&message, &[])
+    }
+
+    /// Drops the staged parts of this session's large statement.
+    pub(crate) fn discard(&self) -> datafusion::common::Result<u64> {
+        self.write(&ringscan_ipc::msg::ClientMessage::Discard, &[])
+    }
+
     /// Starts a scan on a connection and ring of its own.
     pub(crate) fn scan(&self, request: &ScanRequest) -> Result<ScanStream, ClientError> {
         self.client().scan(request)

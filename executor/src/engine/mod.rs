@@ -18,6 +18,7 @@
 //! - Joins and sorts run under a memory pool ([`EngineOptions::memory_limit_bytes`]) and
 //!   spill to disk past it.
 
+mod bulk;
 mod catalog;
 mod daemon;
 mod decimal_avg;
@@ -60,6 +61,7 @@ use ringscan_lru::ByteLru;
 use scan::DaemonScanExec;
 use table::DaemonTable;
 
+pub use bulk::{stage_bytes, BulkInsert};
 pub use daemon_settings::ScanSettings;
 /// A parameter's value ([`SqlSession::query_with`]).
 pub use datafusion::common::ScalarValue as Param;

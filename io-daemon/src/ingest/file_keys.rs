@@ -103,7 +103,7 @@ pub(crate) struct FileKeys {
 
 /// Reads the columns `key` of the row groups `groups` of `path` (all when `None`),
 /// calling `each` with every batch's key columns in the key's order.
-fn read_keys(
+pub(crate) fn read_keys(
     path: &Path,
     key: &[usize],
     groups: Option<Vec<usize>>,
@@ -202,6 +202,12 @@ impl FileKeys {
                         .is_some_and(|(min, max)| key >= &**min && key <= &**max)
             })
             .map(|(i, _)| i)
+    }
+
+    /// The same keys, of the file now at `path` (renamed).
+    pub(crate) fn moved_to(mut self, path: PathBuf) -> Self {
+        self.path = path;
+        self
     }
 
     /// Whether `key` may be in the file (no read: for a point lookup's plan).

@@ -47,6 +47,9 @@ use super::wal::{Committer, Lsn, Wal};
 use crate::hive::PartitionTypes;
 use crate::table::{Listing, ResolvedTable};
 
+mod staged;
+pub use staged::Staged;
+
 /// When a table's memtable is written to Parquet.
 #[derive(Debug, Clone)]
 pub struct IngestConfig {
@@ -1081,8 +1084,18 @@ impl Table {
     /// the column's type where it differs (losing nothing), no NULL in a `NOT NULL`
     /// column.
     fn conform(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, String> {
+        self.conform_from(batches, 0)
+    }
+
+    /// [`Self::conform`] of rows that follow `before` rows of the statement (a staged
+    /// part: an error names the row's number in the whole statement).
+    fn conform_from(
+        &self,
+        batches: Vec<RecordBatch>,
+        before: u64,
+    ) -> Result<Vec<RecordBatch>, String> {
         let fields = self.schema.fields();
-        let mut seen = 0usize;
+        let mut seen = usize::try_from(before).unwrap_or(usize::MAX / 2);
         let mut out = Vec::with_capacity(batches.len());
         for batch in batches.into_iter().filter(|b| b.num_rows() > 0) {
             if batch.num_columns() != fields.len() {
@@ -1185,22 +1198,28 @@ impl Table {
 
     /// PostgreSQL's words for a duplicate key.
     fn duplicate(&self, batches: &[RecordBatch], (b, r): (usize, usize)) -> String {
+        let columns: Vec<&dyn Array> = self
+            .key
+            .iter()
+            .map(|&i| batches[b].column(i).as_ref())
+            .collect();
+        self.duplicate_key(&columns, r)
+    }
+
+    /// [`Self::duplicate`] of row `r` of the key's columns `columns` (in key order).
+    fn duplicate_key(&self, columns: &[&dyn Array], r: usize) -> String {
         let names: Vec<&str> = self
             .key
             .iter()
             .map(|&i| self.schema.field(i).name().as_str())
             .collect();
         let options = arrow_cast::display::FormatOptions::default();
-        let values: Vec<String> = self
-            .key
+        let values: Vec<String> = columns
             .iter()
-            .map(|&i| {
-                arrow_cast::display::ArrayFormatter::try_new(
-                    batches[b].column(i).as_ref(),
-                    &options,
-                )
-                .map(|f| f.value(r).to_string())
-                .unwrap_or_else(|_| "?".into())
+            .map(|column| {
+                arrow_cast::display::ArrayFormatter::try_new(*column, &options)
+                    .map(|f| f.value(r).to_string())
+                    .unwrap_or_else(|_| "?".into())
             })
             .collect();
         format!(
@@ -1214,6 +1233,32 @@ impl Table {
 
     /// Writes `batches` sorted by the key as the table's Parquet file `name`, synced.
     fn write_file(&self, name: &str, batches: &[RecordBatch]) -> Result<ManifestFile, String> {
+        let (temp, written) = self.write_temp(name, batches)?;
+        let path = self.dir.join(name);
+        let published = fs::rename(&temp, &path)
+            .map_err(|e| format!("{}: cannot write: {e}", path.display()))
+            .and_then(|()| sync_dir(&self.dir).map_err(|e| e.to_string()));
+        if let Err(e) = published {
+            let _ = fs::remove_file(&temp);
+            return Err(e);
+        }
+        Ok(written)
+    }
+
+    /// The temporary name under which file `name` is written (a hidden file that no
+    /// reader of the directory takes for data; removed by recovery if left).
+    fn temp_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!(".{name}.tmp"))
+    }
+
+    /// Writes `batches` sorted by the key as a Parquet file under `name`'s temporary
+    /// name, its bytes synced (its name not yet: see [`Self::write_file`]). Returns
+    /// the temporary path and what the manifest will say of the file.
+    fn write_temp(
+        &self,
+        name: &str,
+        batches: &[RecordBatch],
+    ) -> Result<(PathBuf, ManifestFile), String> {
         let path = self.dir.join(name);
         let err = |e: &dyn std::fmt::Display| format!("{}: cannot write: {e}", path.display());
         let all =
@@ -1281,7 +1326,7 @@ impl Table {
                     .set_column_bloom_filter_fpp(column.into(), 0.01);
             }
         }
-        let temp = self.dir.join(format!(".{name}.tmp"));
+        let temp = self.temp_path(name);
         let file = File::create(&temp).map_err(|e| err(&e))?;
         let result = (|| {
             let mut writer =
@@ -1291,18 +1336,19 @@ impl Table {
             let file = writer.into_inner().map_err(|e| err(&e))?;
             file.sync_all().map_err(|e| err(&e))?;
             let bytes = file.metadata().map_err(|e| err(&e))?.len();
-            fs::rename(&temp, &path).map_err(|e| err(&e))?;
-            sync_dir(&self.dir).map_err(|e| e.to_string())?;
             Ok(ManifestFile {
                 name: name.to_owned(),
                 rows: sorted.num_rows() as u64,
                 bytes,
             })
         })();
-        if result.is_err() {
-            let _ = fs::remove_file(&temp);
+        match result {
+            Ok(written) => Ok((temp, written)),
+            Err(e) => {
+                let _ = fs::remove_file(&temp);
+                Err(e)
+            }
         }
-        result
     }
 }
 
@@ -2134,6 +2180,145 @@ mod tests {
         assert_eq!(ids(&ingest, "t"), [1, 5]);
         insert(&ingest, "t", &[4]).unwrap();
         assert_eq!(ids(&ingest, "t"), [1, 4, 5]);
+    }
+
+    /// `ids` as a part read off the socket.
+    fn part(table: &str, ids: &[i64]) -> InsertRecord {
+        let payload = ringscan_ipc::msg::encode_ipc_stream(&schema(), &[rows(ids)]).unwrap();
+        let mut record = InsertRecord::new(table, payload.len());
+        record.stream_buf().extend_from_slice(&payload);
+        record
+    }
+
+    /// Stages parts `parts` (each a list of ids) of statement 1 into `t`.
+    fn stage_all(ingest: &Ingest, parts: &[&[i64]]) -> Result<Option<Staged>, String> {
+        let mut staged = None;
+        for (n, ids) in parts.iter().enumerate() {
+            ingest.stage(&mut staged, "t", (1, n as u64), part("t", ids))?;
+        }
+        Ok(staged)
+    }
+
+    /// The hidden files a statement stages in the table's directory.
+    fn temp_files(root: &Root) -> Vec<String> {
+        fs::read_dir(root.data.path().join("t"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    }
+
+    #[test]
+    fn a_staged_statement_is_invisible_until_adopted_then_whole_and_durable() {
+        let (root, log, ingest) = with_table();
+        insert(&ingest, "t", &[1, 2]).unwrap();
+        let staged = stage_all(&ingest, &[&[12, 10, 11], &[], &[14, 13]]).unwrap();
+        let paths = staged.as_ref().unwrap().paths();
+        assert_eq!(paths.len(), 2, "a part without rows makes no file");
+        assert!(paths.iter().all(|p| p.exists()));
+        assert_eq!(temp_files(&root).len(), 2);
+        assert_eq!(ids(&ingest, "t"), [1, 2], "staged rows are not seen");
+        assert_eq!(ingest.adopt(staged, "t", (1, 3)).unwrap(), 5);
+        assert_eq!(ids(&ingest, "t"), [1, 2, 10, 11, 12, 13, 14]);
+        assert!(temp_files(&root).is_empty());
+        // The adopted files are the table's: a power cut and a restart keep them, and
+        // their keys refuse a duplicate at once and after the restart.
+        assert!(insert(&ingest, "t", &[13])
+            .unwrap_err()
+            .contains("(id)=(13)"));
+        drop(ingest);
+        log.power_cut();
+        let (ingest, _) = open(&root, &log);
+        assert_eq!(ids(&ingest, "t"), [1, 2, 10, 11, 12, 13, 14]);
+        assert!(insert(&ingest, "t", &[10])
+            .unwrap_err()
+            .contains("(id)=(10)"));
+        insert(&ingest, "t", &[15]).unwrap();
+    }
+
+    #[test]
+    fn staged_keys_are_checked_within_parts_across_them_and_against_the_table() {
+        let (root, _log, ingest) = with_table();
+        insert(&ingest, "t", &[1]).unwrap();
+        ingest.flush(true).unwrap();
+        insert(&ingest, "t", &[2]).unwrap();
+        let cases: [(&[&[i64]], i64); 3] = [
+            (&[&[10, 11, 10]], 10),
+            (&[&[10, 11], &[12, 11]], 11),
+            (&[&[10], &[1]], 1),
+        ];
+        for (parts, key) in cases {
+            let err = stage_all(&ingest, parts).unwrap_err();
+            assert!(
+                err.contains(&format!("Key (id)=({key}) already exists")),
+                "{err}"
+            );
+            assert!(
+                temp_files(&root).is_empty(),
+                "a refused part leaves its files"
+            );
+        }
+        // Keys that reach the table while the statement is staged: in memory, in a
+        // commit, and flushed into a new file.
+        for late in [20i64, 21, 22] {
+            let staged = stage_all(&ingest, &[&[late + 100, late], &[late + 200]]).unwrap();
+            insert(&ingest, "t", &[late]).unwrap();
+            if late == 22 {
+                ingest.flush(true).unwrap();
+            }
+            let err = ingest.adopt(staged, "t", (1, 2)).unwrap_err();
+            assert!(
+                err.contains(&format!("Key (id)=({late}) already exists")),
+                "{err}"
+            );
+            assert!(temp_files(&root).is_empty());
+        }
+        assert_eq!(ids(&ingest, "t"), [1, 2, 20, 21, 22]);
+        // Through a flush that does not touch its keys, it commits.
+        let staged = stage_all(&ingest, &[&[40, 41]]).unwrap();
+        insert(&ingest, "t", &[42]).unwrap();
+        ingest.flush(true).unwrap();
+        assert_eq!(ingest.adopt(staged, "t", (1, 1)).unwrap(), 2);
+        assert_eq!(ids(&ingest, "t"), [1, 2, 20, 21, 22, 40, 41, 42]);
+    }
+
+    #[test]
+    fn parts_out_of_turn_or_abandoned_apply_nothing_and_a_crash_leaves_no_trace() {
+        let (root, log, ingest) = with_table();
+        let mut staged = None;
+        let err = ingest
+            .stage(&mut staged, "t", (1, 1), part("t", &[1]))
+            .unwrap_err();
+        assert!(err.contains("staged rows are gone"), "{err}");
+        // Parts counted short at the end, or a statement replaced by another.
+        let staged = stage_all(&ingest, &[&[1], &[2]]).unwrap();
+        assert!(ingest.adopt(staged, "t", (1, 3)).is_err());
+        let mut staged = stage_all(&ingest, &[&[1], &[2]]).unwrap();
+        ingest
+            .stage(&mut staged, "t", (2, 0), part("t", &[3]))
+            .unwrap();
+        assert_eq!(
+            temp_files(&root).len(),
+            1,
+            "the replaced statement's files stay"
+        );
+        assert!(ingest.adopt(staged, "t", (1, 2)).is_err());
+        assert!(temp_files(&root).is_empty());
+        assert!(ids(&ingest, "t").is_empty());
+        // A crash with parts staged: recovery removes them.
+        std::mem::forget(stage_all(&ingest, &[&[5], &[6]]).unwrap());
+        assert_eq!(temp_files(&root).len(), 2);
+        drop(ingest);
+        log.power_cut();
+        let (ingest, recovered) = open(&root, &log);
+        assert_eq!(recovered.orphans_removed, 2);
+        assert!(temp_files(&root).is_empty());
+        assert!(ids(&ingest, "t").is_empty());
+        // A dropped table takes its staged statement with it.
+        let staged = stage_all(&ingest, &[&[7]]).unwrap();
+        ingest.drop_table("t", false).unwrap();
+        let err = ingest.adopt(staged, "t", (1, 1)).unwrap_err();
+        assert!(err.contains("dropped") || err.contains("gone"), "{err}");
     }
 
     #[test]

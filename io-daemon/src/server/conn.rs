@@ -14,7 +14,7 @@ use ringscan_ipc::msg::{
 
 use ringscan_ipc::error_chain as chain;
 
-use crate::ingest::store::InsertRecord;
+use crate::ingest::store::{InsertRecord, Staged};
 
 use super::reply::reply_error;
 use super::{report, scan, Activity, Shared};
@@ -27,6 +27,8 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
     let idle = shared.config.session_idle_limit();
     let _ = stream.set_read_timeout(idle);
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    // The parts of a statement staged on this connection: removed when it ends.
+    let mut staged: Option<Staged> = None;
     loop {
         activity.idle();
         // Waiting in `poll`, not in the read: a thread blocked in a read of this socket
@@ -107,19 +109,9 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
                 return;
             }
             ClientMessage::Insert { table, bytes } => {
-                // Sized once (`bytes` is bounded by validate), with room for the log
-                // record's head: a large COPY's stream is read once and never copied.
-                let mut record = InsertRecord::new(&table, usize::try_from(bytes).unwrap_or(0));
-                let read = (&mut stream).take(bytes).read_to_end(record.stream_buf());
-                if read.is_err() || record.stream_len() as u64 != bytes {
-                    // Cut off (the client went away mid-statement): nothing of it is
-                    // applied, and the connection is out of step.
-                    shared.log.line(&format!(
-                        "insert into {table}: the rows ended after {} of {bytes} bytes",
-                        record.stream_len()
-                    ));
+                let Some(record) = read_rows(shared, &mut stream, &table, bytes) else {
                     return;
-                }
+                };
                 match insert(shared, &table, record) {
                     Ok((rows, lsn)) => DaemonMessage::Written { rows, lsn },
                     Err(message) => {
@@ -163,6 +155,45 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
                     }
                 }
             }
+            ClientMessage::Stage {
+                table,
+                statement,
+                part,
+                bytes,
+            } => {
+                let Some(record) = read_rows(shared, &mut stream, &table, bytes) else {
+                    return;
+                };
+                match stage(shared, &mut staged, &table, (statement, part), record) {
+                    Ok(rows) => DaemonMessage::Written { rows, lsn: 0 },
+                    Err(message) => {
+                        reply_error(&mut stream, message);
+                        continue;
+                    }
+                }
+            }
+            ClientMessage::Adopt {
+                table,
+                statement,
+                parts,
+            } => {
+                match ingest(shared)
+                    .and_then(|i| i.adopt(staged.take(), &table, (statement, parts)))
+                {
+                    Ok(rows) => DaemonMessage::Written { rows, lsn: 0 },
+                    Err(message) => {
+                        shared
+                            .log
+                            .line(&format!("copy into {table}: not committed: {message}"));
+                        reply_error(&mut stream, message);
+                        continue;
+                    }
+                }
+            }
+            ClientMessage::Discard => {
+                staged = None;
+                DaemonMessage::Written { rows: 0, lsn: 0 }
+            }
             ClientMessage::Flush => match ingest(shared).and_then(|i| i.flush(true)) {
                 Ok(rows) => DaemonMessage::Written { rows, lsn: 0 },
                 Err(message) => {
@@ -195,6 +226,50 @@ fn ingest(shared: &Shared) -> Result<&crate::ingest::store::Ingest, String> {
         .ingest
         .as_ref()
         .map_err(|e| format!("writes are refused: {e}"))
+}
+
+/// Reads the `bytes` of rows that follow an insert's or a part's frame. `None` when
+/// they were cut off (the client went away mid-statement): nothing of it is applied,
+/// and the connection, out of step, is closed.
+fn read_rows(
+    shared: &Shared,
+    stream: &mut UnixStream,
+    table: &str,
+    bytes: u64,
+) -> Option<InsertRecord> {
+    // Sized once (`bytes` is bounded by validate), with room for the log record's head:
+    // a large COPY's stream is read once and never copied.
+    let mut record = InsertRecord::new(table, usize::try_from(bytes).unwrap_or(0));
+    let read = stream.take(bytes).read_to_end(record.stream_buf());
+    if read.is_err() || record.stream_len() as u64 != bytes {
+        shared.log.line(&format!(
+            "insert into {table}: the rows ended after {} of {bytes} bytes",
+            record.stream_len()
+        ));
+        return None;
+    }
+    Some(record)
+}
+
+/// A part of a large statement (see `ingest::store::Staged`).
+fn stage(
+    shared: &Shared,
+    staged: &mut Option<Staged>,
+    table: &str,
+    statement: (u64, u64),
+    record: InsertRecord,
+) -> Result<u64, String> {
+    let ingest = ingest(shared)?;
+    // As for an insert: a panic in arrow's casts refuses the part (and its statement).
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ingest.stage(staged, table, statement, record)
+    }))
+    .unwrap_or_else(|_| {
+        *staged = None;
+        Err(format!(
+            "internal error: checking the rows for {table} panicked"
+        ))
+    })
 }
 
 fn insert(shared: &Shared, table: &str, record: InsertRecord) -> Result<(u64, u64), String> {

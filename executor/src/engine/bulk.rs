@@ -1,0 +1,121 @@
+//! One statement's rows given a few at a time, of any size: `COPY ... FROM STDIN` and
+//! `ringscan ingest` of a large file.
+//!
+//! The rows are held in memory up to [`stage_bytes`]. A statement that stays under it
+//! is one insert, through the daemon's write-ahead log, as before. Past it, the rows
+//! held are handed to the daemon as a part ([`SqlSession::bulk_stage`]): it checks them
+//! and writes them ahead as a Parquet file that no scan sees, and the host lets them
+//! go. [`SqlSession::bulk_finish`] commits the statement: every part joins the table
+//! at once, or none does. So memory stays bounded by one part on each side, whatever
+//! the statement's size, and each row is written once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use arrow_array::RecordBatch;
+
+use super::{EngineError, SqlSession};
+
+/// Bytes of rows (in Arrow's memory) a [`BulkInsert`] holds before it stages them:
+/// `RINGSCAN_STAGE_BYTES`, else 128 MiB.
+pub fn stage_bytes() -> usize {
+    static BYTES: OnceLock<usize> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        std::env::var("RINGSCAN_STAGE_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&b: &usize| b > 0)
+            .unwrap_or(128 << 20)
+    })
+}
+
+/// Statement numbers for the daemon (unique in the process, so in each connection).
+static STATEMENTS: AtomicU64 = AtomicU64::new(1);
+
+/// A statement's rows on their way: see the module's doc.
+#[derive(Debug)]
+pub struct BulkInsert {
+    table: String,
+    held: Vec<RecordBatch>,
+    held_bytes: usize,
+    /// The statement's number with the daemon and the parts staged so far (`None`:
+    /// none yet).
+    staged: Option<(u64, u64)>,
+    rows: u64,
+}
+
+impl BulkInsert {
+    /// A statement into table `table`.
+    pub fn new(table: &str) -> Self {
+        Self {
+            table: table.to_owned(),
+            held: Vec::new(),
+            held_bytes: 0,
+            staged: None,
+            rows: 0,
+        }
+    }
+
+    /// The table written.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Takes `batches`; whether the rows held are due to be staged
+    /// ([`SqlSession::bulk_stage`]).
+    pub fn push(&mut self, batches: impl IntoIterator<Item = RecordBatch>) -> bool {
+        for batch in batches {
+            self.held_bytes += batch.get_array_memory_size();
+            self.rows += batch.num_rows() as u64;
+            self.held.push(batch);
+        }
+        self.held_bytes >= stage_bytes()
+    }
+
+    /// Whether parts of it are with the daemon (then only [`SqlSession::bulk_finish`]
+    /// or [`SqlSession::bulk_abandon`] ends it).
+    pub fn staged(&self) -> bool {
+        self.staged.is_some()
+    }
+
+    /// Rows taken so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+}
+
+impl SqlSession {
+    /// Hands the rows `bulk` holds to the daemon as the statement's next part. On an
+    /// error the statement has failed: nothing of it will be written.
+    pub fn bulk_stage(&mut self, bulk: &mut BulkInsert) -> Result<(), EngineError> {
+        if bulk.held.is_empty() {
+            return Ok(());
+        }
+        let (statement, part) = *bulk
+            .staged
+            .get_or_insert_with(|| (STATEMENTS.fetch_add(1, Ordering::Relaxed), 0));
+        let held = std::mem::take(&mut bulk.held);
+        bulk.held_bytes = 0;
+        self.daemon.stage(&bulk.table, (statement, part), &held)?;
+        bulk.staged = Some((statement, part + 1));
+        Ok(())
+    }
+
+    /// Ends the statement: all of its rows written, or none. The rows written.
+    pub fn bulk_finish(&mut self, mut bulk: BulkInsert) -> Result<u64, EngineError> {
+        if bulk.staged.is_none() {
+            return self.insert(&bulk.table, &bulk.held);
+        }
+        self.bulk_stage(&mut bulk)?;
+        let numbers = bulk.staged.unwrap_or_default();
+        Ok(self.daemon.adopt(&bulk.table, numbers)?)
+    }
+
+    /// Abandons the statement: nothing of it is written (its staged parts are dropped).
+    pub fn bulk_abandon(&mut self, bulk: BulkInsert) -> Result<(), EngineError> {
+        if bulk.staged.is_some() {
+            self.daemon.discard()?;
+        }
+        Ok(())
+    }
+}
