@@ -359,3 +359,86 @@ fn ingest_writes_files_of_four_formats_each_whole_or_not_at_all() {
     let n = ok(&["query", "--format", "csv", "SELECT count(*) AS n FROM t"]);
     assert_eq!(n, "n\n5\n", "a refused file wrote rows: {n}");
 }
+
+/// `ringscan ingest` of a file larger than it holds in memory (here 64 KiB, by
+/// `RINGSCAN_STAGE_BYTES`): the rows go to the daemon in parts as they are read and
+/// are committed whole; a bad row in a late part leaves nothing of its file.
+#[test]
+fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let _guard = DaemonGuard(&data);
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ringscan"))
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .env("RINGSCAN_STAGE_BYTES", "65536")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("spawn ringscan")
+    };
+    let ok = |args: &[&str]| {
+        let out = run(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ok(&[
+        "query",
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT NOT NULL)",
+    ]);
+    let file = |name: &str, ids: std::ops::Range<i64>, last: &str| {
+        let mut text = String::from("id,name\n");
+        for i in ids {
+            text.push_str(&format!("{i},n{}\n", i % 13));
+        }
+        text.push_str(last);
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path.display().to_string()
+    };
+    let big = file("big.csv", 0..150_000, "");
+    ok(&["ingest", "--quiet", "t", &big]);
+    let sum: i64 = (0..150_000).sum();
+    let got = ok(&[
+        "query",
+        "--format",
+        "csv",
+        "SELECT count(*) AS n, sum(id) AS s FROM t",
+    ]);
+    assert_eq!(got, format!("n,s\n150000,{sum}\n"));
+    let parquet = |suffix: &str| {
+        std::fs::read_dir(data.join("t"))
+            .expect("table dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(suffix))
+            })
+            .count()
+    };
+    assert!(parquet(".parquet") > 1, "the file was not staged in parts");
+    let dup = file("dup.csv", 200_000..350_000, "7,again\n");
+    let out = run(&["ingest", "--quiet", "t", &dup]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("(id)=(7) already exists"),
+        "{err}"
+    );
+    assert_eq!(parquet(".tmp"), 0, "a refused file left staged parts");
+    let got = ok(&[
+        "query",
+        "--format",
+        "csv",
+        "SELECT count(*) AS n, sum(id) AS s FROM t",
+    ]);
+    assert_eq!(
+        got,
+        format!("n,s\n150000,{sum}\n"),
+        "a refused file wrote rows"
+    );
+}

@@ -938,3 +938,127 @@ fn tls_is_offered_with_a_certificate_and_key() {
         "{err}"
     );
 }
+
+/// Row `i` of table `big` as a CSV line (which is also how `psql -At -F ,` prints it).
+fn big_row(i: i64) -> String {
+    format!(
+        "{i},sym{},{i}.5,{},2024-01-02 09:30:{:02}\n",
+        i % 7,
+        i % 1000,
+        i % 60
+    )
+}
+
+/// CSV rows `ids` of table `big`, and their (count, sum of id, sum of qty).
+fn big_rows(ids: std::ops::Range<i64>) -> (String, (i64, i64, i64)) {
+    let text = ids.clone().map(big_row).collect();
+    let n = ids.end - ids.start;
+    (text, (n, ids.clone().sum(), ids.map(|i| i % 1000).sum()))
+}
+
+/// A COPY larger than the host holds (here 64 KiB, by `RINGSCAN_STAGE_BYTES`) reaches
+/// the daemon in parts and commits whole at CopyDone, read back equal to what was sent.
+/// A bad line or a duplicate key in a late part, or a client killed mid-COPY, leaves
+/// nothing: no row, no file.
+#[test]
+fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
+    if !have_psql() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let _daemon = DaemonGuard(&data);
+    let host = Host::start_with_env(
+        "127.0.0.1:0",
+        &data,
+        &dir.path().join("serve.log"),
+        &[],
+        &[("RINGSCAN_STAGE_BYTES", "65536")],
+    );
+    let (ok, _, err) = host.psql(
+        "CREATE TABLE big (id BIGINT PRIMARY KEY, sym TEXT NOT NULL, px DOUBLE PRECISION, \
+         qty INTEGER, ts TIMESTAMP)",
+    );
+    assert!(ok, "{err}");
+    let table = data.join("big");
+    let files = |suffix: &str| {
+        std::fs::read_dir(&table)
+            .expect("table dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(suffix))
+            })
+            .count()
+    };
+    let copy = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write rows");
+        host.psql(&format!("\\copy big FROM '{}' csv", path.display()))
+    };
+    let totals = || {
+        let (ok, out, err) = host.psql("SELECT count(*), sum(id), sum(qty) FROM big");
+        assert!(ok, "{err}");
+        out.trim().to_owned()
+    };
+    let (rows, (n, sum_id, sum_qty)) = big_rows(0..200_000);
+    let (ok, out, err) = copy("rows.csv", &rows);
+    assert!(ok && out.contains("COPY 200000"), "{out}{err}");
+    assert_eq!(totals(), format!("{n},{sum_id},{sum_qty}"));
+    assert!(files(".parquet") > 1, "the COPY was not staged in parts");
+    let (ok, out, err) = host
+        .psql("SELECT id, sym, px, qty, ts FROM big WHERE id IN (0, 123457, 199999) ORDER BY id");
+    assert!(ok, "{err}");
+    let want: String = [0, 123_457, 199_999].into_iter().map(big_row).collect();
+    assert_eq!(out, want);
+    let before = totals();
+    // A bad last line, and a duplicate key in the last part: nothing of either.
+    let (mut bad, _) = big_rows(300_000..450_000);
+    bad.push_str("450000,x,notafloat,1,2024-01-02 09:30:00\n");
+    let (ok, _, err) = copy("bad.csv", &bad);
+    assert!(
+        !ok && err.contains("line 150001") && err.contains("\"px\""),
+        "{err}"
+    );
+    let (mut dup, _) = big_rows(500_000..650_000);
+    dup.push_str("5,again,1.5,1,2024-01-02 09:30:00\n");
+    let (ok, _, err) = copy("dup.csv", &dup);
+    assert!(!ok && err.contains("Key (id)=(5) already exists"), "{err}");
+    assert_eq!(totals(), before);
+    assert_eq!(files(".tmp"), 0, "a refused COPY left staged files");
+    // A client killed with parts staged: they were never visible, and they go.
+    let mut psql = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
+        .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At"])
+        .args(["-c", "\\copy big FROM pstdin csv"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("psql");
+    let (more, _) = big_rows(700_000..850_000);
+    {
+        use std::io::Write;
+        let mut stdin = psql.stdin.take().expect("stdin");
+        stdin.write_all(more.as_bytes()).expect("rows to psql");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while files(".tmp") == 0 {
+            assert!(Instant::now() < deadline, "no part was staged");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(totals(), before, "staged rows were seen before CopyDone");
+        psql.kill().expect("kill psql");
+        psql.wait().expect("reap psql");
+        drop(stdin);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while files(".tmp") > 0 {
+        assert!(Instant::now() < deadline, "a dead client's parts stayed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(totals(), before);
+    // The next COPY on a fresh connection goes through.
+    let (rows, _) = big_rows(900_000..900_003);
+    let (ok, out, err) = copy("three.csv", &rows);
+    assert!(ok && out.contains("COPY 3"), "{out}{err}");
+}

@@ -20,11 +20,23 @@ impl Host {
 
     /// [`Host::start`] listening on `listen`.
     pub(crate) fn start_on(listen: &str, data: &Path, log: &Path, options: &[&str]) -> Self {
+        Self::start_with_env(listen, data, log, options, &[])
+    }
+
+    /// [`Host::start_on`] with variables `env` set in the host's environment.
+    pub(crate) fn start_with_env(
+        listen: &str,
+        data: &Path,
+        log: &Path,
+        options: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let out = std::fs::File::create(log).expect("log");
         let child = Command::new(env!("CARGO_BIN_EXE_ringscan"))
             .args(["serve", "--listen", listen, "--data"])
             .arg(data)
             .args(options)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log"))
             .stderr(out)
