@@ -95,6 +95,9 @@ pub(crate) struct FileKeys {
     bloom: Bloom,
     /// Per row group: its smallest and largest encoded key (`None`: no rows).
     groups: Vec<Option<KeyRange>>,
+    /// The file's smallest and largest key (`None`: no rows): most keys of a load in
+    /// key order are ruled out by it before the filter is probed.
+    range: Option<KeyRange>,
     /// The table's file generation when this file joined it (see `TableState`).
     pub(crate) added: u64,
     /// A compaction's output: every key in it was in the files it replaced.
@@ -157,15 +160,23 @@ impl FileKeys {
             path: path.to_path_buf(),
             bloom: Bloom::for_keys(group_rows.iter().sum()),
             groups: vec![None; group_rows.len()],
+            range: None,
             added,
             merged,
         };
-        // Rows left in the row group being read.
+        // Rows left in the row group being read, and its smallest and largest key so
+        // far (kept in buffers that are reused: in a file sorted by the key each row
+        // is a new largest, and a boxed copy per row was most of the load's time).
         let (mut group, mut left) = (0usize, group_rows.first().copied().unwrap_or(0));
+        let (mut min, mut max) = (Vec::new(), Vec::new());
+        let mut seen = false;
         read_keys(path, key, None, &mut |columns| {
             let rows = converter.convert_columns(columns).map_err(|e| err(&e))?;
             for row in rows.iter() {
                 while left == 0 {
+                    if std::mem::take(&mut seen) {
+                        keys.groups[group] = Some((min.as_slice().into(), max.as_slice().into()));
+                    }
                     group += 1;
                     left = *group_rows
                         .get(group)
@@ -174,25 +185,46 @@ impl FileKeys {
                 left -= 1;
                 let row = row.as_ref();
                 keys.bloom.insert(row);
-                match &mut keys.groups[group] {
-                    Some((min, max)) => {
-                        if row < &**min {
-                            *min = row.into();
-                        } else if row > &**max {
-                            *max = row.into();
-                        }
-                    }
-                    none => *none = Some((row.into(), row.into())),
+                if !seen {
+                    seen = true;
+                    min.clear();
+                    min.extend_from_slice(row);
+                    max.clear();
+                    max.extend_from_slice(row);
+                } else if row < min.as_slice() {
+                    min.clear();
+                    min.extend_from_slice(row);
+                } else if row > max.as_slice() {
+                    max.clear();
+                    max.extend_from_slice(row);
                 }
             }
             Ok(())
         })?;
+        if seen {
+            keys.groups[group] = Some((min.as_slice().into(), max.as_slice().into()));
+        }
+        keys.range = keys
+            .groups
+            .iter()
+            .flatten()
+            .fold(None, |range, (lo, hi)| match range {
+                None => Some((lo.clone(), hi.clone())),
+                Some((a, b)) => Some((
+                    if lo < &a { lo.clone() } else { a },
+                    if hi > &b { hi.clone() } else { b },
+                )),
+            });
         Ok(keys)
     }
 
     /// The row groups that may hold `key` (none when the filter rules it out).
     fn candidates<'a>(&'a self, key: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
-        let maybe = self.bloom.may_contain(key);
+        let maybe = self
+            .range
+            .as_ref()
+            .is_some_and(|(min, max)| key >= &**min && key <= &**max)
+            && self.bloom.may_contain(key);
         self.groups
             .iter()
             .enumerate()

@@ -2242,8 +2242,9 @@ mod tests {
         insert(&ingest, "t", &[1]).unwrap();
         ingest.flush(true).unwrap();
         insert(&ingest, "t", &[2]).unwrap();
-        let cases: [(&[&[i64]], i64); 3] = [
+        let cases: [(&[&[i64]], i64); 4] = [
             (&[&[10, 11, 10]], 10),
+            (&[&[10, 10, 11]], 10),
             (&[&[10, 11], &[12, 11]], 11),
             (&[&[10], &[1]], 1),
         ];

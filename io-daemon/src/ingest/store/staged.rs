@@ -128,15 +128,19 @@ impl Ingest {
         }
         let keys = table.keys_of(&batches)?;
         if keys.len() > 0 {
-            // Within the part: the index's exact check compares the two rows' keys.
-            let mut seen = KeyIndex::default();
-            let same = |i: usize, row: u64| {
-                usize::try_from(row).is_ok_and(|r| r < keys.len() && keys.key(r) == keys.key(i))
-            };
-            if let Err((i, _)) = seen.insert_new_all(&keys.fingerprints, 0, same) {
-                return Err(table.duplicate(&batches, keys.at(i)));
+            // Within the part: rows in rising key order (a load in key or time order)
+            // cannot repeat one; others go through an index, whose exact check compares
+            // the two rows' keys.
+            let rising = keys.iter().zip(keys.iter().skip(1)).all(|(a, b)| a < b);
+            if !rising {
+                let mut seen = KeyIndex::default();
+                let same = |i: usize, row: u64| {
+                    usize::try_from(row).is_ok_and(|r| r < keys.len() && keys.key(r) == keys.key(i))
+                };
+                if let Err((i, _)) = seen.insert_new_all(&keys.fingerprints, 0, same) {
+                    return Err(table.duplicate(&batches, keys.at(i)));
+                }
             }
-            drop(seen);
             let earlier: Vec<Arc<FileKeys>> =
                 s.files.iter().filter_map(|(_, _, k)| k.clone()).collect();
             for against in [&files, &earlier] {
