@@ -1024,6 +1024,11 @@ fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
     dup.push_str("5,again,1.5,1,2024-01-02 09:30:00\n");
     let (ok, _, err) = copy("dup.csv", &dup);
     assert!(!ok && err.contains("Key (id)=(5) already exists"), "{err}");
+    // A part refused while the host parses the next: the refusal ends the COPY.
+    let (fresh, _) = big_rows(660_000..860_000);
+    let early = format!("{}{fresh}", big_row(5));
+    let (ok, _, err) = copy("early.csv", &early);
+    assert!(!ok && err.contains("Key (id)=(5) already exists"), "{err}");
     assert_eq!(totals(), before);
     assert_eq!(files(".tmp"), 0, "a refused COPY left staged files");
     // A client killed with parts staged: they were never visible, and they go.
@@ -1036,7 +1041,7 @@ fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
         .stderr(Stdio::null())
         .spawn()
         .expect("psql");
-    let (more, _) = big_rows(700_000..850_000);
+    let (more, _) = big_rows(1_000_000..1_150_000);
     {
         use std::io::Write;
         let mut stdin = psql.stdin.take().expect("stdin");
@@ -1058,7 +1063,7 @@ fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
     }
     assert_eq!(totals(), before);
     // The next COPY on a fresh connection goes through.
-    let (rows, _) = big_rows(900_000..900_003);
+    let (rows, _) = big_rows(1_200_000..1_200_003);
     let (ok, out, err) = copy("three.csv", &rows);
     assert!(ok && out.contains("COPY 3"), "{out}{err}");
 }

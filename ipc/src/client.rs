@@ -729,11 +729,14 @@ pub fn write_request(
     write_on(&mut stream, message, payload, timeout)
 }
 
-/// A connection for writes, kept between them (a write is one round trip on it).
+/// A connection for writes, kept between them (a write is one round trip on it, or,
+/// for a staged part, half of one: see [`WriteConnection::send`]).
 #[derive(Debug)]
 pub struct WriteConnection {
     path: PathBuf,
     stream: Option<UnixStream>,
+    /// A write sent whose answer is not read yet, and how long to wait for it.
+    pending: Option<Duration>,
 }
 
 impl WriteConnection {
@@ -742,29 +745,76 @@ impl WriteConnection {
         Self {
             path: socket_path.to_path_buf(),
             stream: None,
+            pending: None,
         }
     }
 
     /// [`write_request`] on the kept connection: reconnected first when the daemon
     /// closed it while it was idle (which no write was sent on, so nothing can be
-    /// sent twice).
+    /// sent twice). The answer of a write [`Self::send`] sent is read first: if the
+    /// daemon refused that one, this one is not sent and that refusal is the answer.
     pub fn write(
         &mut self,
         message: &ClientMessage,
         payload: &[u8],
         timeout: Duration,
     ) -> Result<u64, ClientError> {
-        let mut stream = match self.stream.take() {
-            Some(s) if crate::sys::still_open(&s) => s,
-            _ => open(&self.path)?,
-        };
+        let mut stream = self.ready()?;
         let result = write_on(&mut stream, message, payload, timeout);
+        self.keep(stream, &result);
+        result
+    }
+
+    /// Sends a write without waiting for its answer, which the next [`Self::write`]
+    /// or [`Self::send`] reads (or [`Self::collect`]): a client sends a COPY's staged
+    /// part and parses the next one while the daemon writes this one.
+    pub fn send(
+        &mut self,
+        message: &ClientMessage,
+        payload: &[u8],
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let mut stream = self.ready()?;
+        let result = send_with_payload(&mut stream, message, payload, timeout);
+        self.keep(stream, &result);
+        if result.is_ok() {
+            self.pending = Some(timeout);
+        }
+        result
+    }
+
+    /// The answer of the write [`Self::send`] sent (`Ok(None)`: none is awaited).
+    pub fn collect(&mut self) -> Result<Option<u64>, ClientError> {
+        let Some(timeout) = self.pending.take() else {
+            return Ok(None);
+        };
+        let mut stream = self
+            .stream
+            .take()
+            .ok_or(ClientError::Closed { op: "writing" })?;
+        let result = read_written(&mut stream, timeout);
+        self.keep(stream, &result);
+        result.map(Some)
+    }
+
+    /// The connection, ready for a write: an answer awaited read first, a closed
+    /// connection replaced.
+    fn ready(&mut self) -> Result<UnixStream, ClientError> {
+        self.collect()?;
+        match self.stream.take() {
+            Some(s) if crate::sys::still_open(&s) => Ok(s),
+            _ => open(&self.path),
+        }
+    }
+
+    fn keep<T>(&mut self, stream: UnixStream, result: &Result<T, ClientError>) {
         // The daemon answers a refused write and reads the next: the connection is in
         // step after either answer.
         if matches!(result, Ok(_) | Err(ClientError::Daemon { .. })) {
             self.stream = Some(stream);
+        } else {
+            self.pending = None;
         }
-        result
     }
 }
 
@@ -774,8 +824,18 @@ fn write_on(
     payload: &[u8],
     timeout: Duration,
 ) -> Result<u64, ClientError> {
+    send_with_payload(stream, message, payload, timeout)?;
+    read_written(stream, timeout)
+}
+
+/// Sends a write's frame and its payload.
+fn send_with_payload(
+    stream: &mut UnixStream,
+    message: &ClientMessage,
+    payload: &[u8],
+    timeout: Duration,
+) -> Result<(), ClientError> {
     const OP: &str = "writing";
-    let stream = &mut *stream;
     send(stream, message, OP)?;
     if !payload.is_empty() {
         let timeout_error = |source| ClientError::Io { op: OP, source };
@@ -790,6 +850,12 @@ fn write_on(
             .set_write_timeout(Some(SEND_TIMEOUT))
             .map_err(timeout_error)?;
     }
+    Ok(())
+}
+
+/// Reads a write's answer: the rows it wrote.
+fn read_written(stream: &mut UnixStream, timeout: Duration) -> Result<u64, ClientError> {
+    const OP: &str = "writing";
     match read_answer(stream, Instant::now() + timeout, OP) {
         Ok(DaemonMessage::Written { rows, .. }) => Ok(rows),
         Ok(other) => Err(unexpected(OP, &other)),

@@ -5,7 +5,7 @@
 //! is one insert, through the daemon's write-ahead log, as before. Past it, the rows
 //! held are handed to the daemon as a part ([`SqlSession::bulk_stage`]): it checks them
 //! and writes them ahead as a Parquet file that no scan sees, and the host lets them
-//! go. [`SqlSession::bulk_finish`] commits the statement: every part joins the table
+//! go and reads the next part while the daemon writes this one. [`SqlSession::bulk_finish`] commits the statement: every part joins the table
 //! at once, or none does. So memory stays bounded by one part on each side, whatever
 //! the statement's size, and each row is written once.
 
@@ -85,8 +85,10 @@ impl BulkInsert {
 }
 
 impl SqlSession {
-    /// Hands the rows `bulk` holds to the daemon as the statement's next part. On an
-    /// error the statement has failed: nothing of it will be written.
+    /// Hands the rows `bulk` holds to the daemon as the statement's next part, without
+    /// waiting for the daemon to write it (the caller reads the next part meanwhile;
+    /// the next call collects its answer). On an error (this part's or the last
+    /// one's) the statement has failed: nothing of it will be written.
     pub fn bulk_stage(&mut self, bulk: &mut BulkInsert) -> Result<(), EngineError> {
         if bulk.held.is_empty() {
             return Ok(());

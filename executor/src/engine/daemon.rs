@@ -204,12 +204,7 @@ impl Daemon {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .write(message, payload, super::write::WRITE_TIMEOUT)
-            .map_err(|e| match e {
-                ClientError::Daemon { message } => {
-                    datafusion::common::DataFusionError::Execution(message)
-                }
-                other => datafusion::common::DataFusionError::External(Box::new(other)),
-            })
+            .map_err(write_error)
     }
 
     /// Writes `batches` into table `name` as one statement (one Arrow IPC stream, all
@@ -230,15 +225,16 @@ impl Daemon {
         self.write(&message, &payload)
     }
 
-    /// Stages `batches` as part `part` of the large statement `statement` into table
+    /// Sends `batches` as part `part` of the large statement `statement` into table
     /// `name`: the daemon checks them and writes them ahead, not yet visible (see
-    /// [`super::BulkInsert`]). The statement's rows so far.
+    /// [`super::BulkInsert`]). Its answer comes with the next write: a refused part
+    /// fails that one.
     pub(crate) fn stage(
         &self,
         name: &str,
         (statement, part): (u64, u64),
         batches: &[arrow_array::RecordBatch],
-    ) -> datafusion::common::Result<u64> {
+    ) -> datafusion::common::Result<()> {
         let payload = match batches.first() {
             Some(first) => ringscan_ipc::msg::encode_ipc_stream(first.schema_ref(), batches)?,
             None => Vec::new(),
@@ -249,7 +245,13 @@ impl Daemon {
             part,
             bytes: payload.len() as u64,
         };
-        self.write(&message, &payload)
+        // Not waiting for the daemon to write it: the caller parses the next part
+        // meanwhile, and the next write (a part, the commit) collects this answer.
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(&message, &payload, super::write::WRITE_TIMEOUT)
+            .map_err(write_error)
     }
 
     /// Commits the large statement `statement` of `parts` staged parts: all of its rows
@@ -275,6 +277,14 @@ impl Daemon {
     /// Starts a scan on a connection and ring of its own.
     pub(crate) fn scan(&self, request: &ScanRequest) -> Result<ScanStream, ClientError> {
         self.client().scan(request)
+    }
+}
+
+/// A write's failure as DataFusion's error: the daemon's refusal in its own words.
+fn write_error(e: ClientError) -> datafusion::common::DataFusionError {
+    match e {
+        ClientError::Daemon { message } => datafusion::common::DataFusionError::Execution(message),
+        other => datafusion::common::DataFusionError::External(Box::new(other)),
     }
 }
 
