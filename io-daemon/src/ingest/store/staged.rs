@@ -76,7 +76,10 @@ impl Ingest {
         (statement, part): (u64, u64),
         record: InsertRecord,
     ) -> Result<u64, String> {
-        let table = self.table(name).ok_or_else(|| self.no_table(name))?;
+        let Some(table) = self.table(name) else {
+            *staged = None;
+            return Err(self.no_table(name));
+        };
         if staged
             .as_ref()
             .is_some_and(|s| s.statement != statement || !Arc::ptr_eq(&s.table, &table))
