@@ -441,4 +441,40 @@ fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
         format!("n,s\n150000,{sum}\n"),
         "a refused file wrote rows"
     );
+    // INSERT ... SELECT stages the query's rows as they come, whole or not at all.
+    ok(&[
+        "query",
+        "CREATE TABLE t2 (id BIGINT PRIMARY KEY, name TEXT NOT NULL)",
+    ]);
+    ok(&["query", "INSERT INTO t2 VALUES (1100000, 'first')"]);
+    let out = run(&["query", "INSERT INTO t2 SELECT id + 1000000, name FROM t"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("(id)=(1100000) already exists"),
+        "{err}"
+    );
+    let count = |table: &str| {
+        let sql = format!("SELECT count(*) AS n FROM {table}");
+        ok(&["query", "--format", "csv", &sql])
+    };
+    assert_eq!(count("t2"), "n\n1\n");
+    ok(&["query", "INSERT INTO t2 SELECT id + 2000000, name FROM t"]);
+    assert_eq!(count("t2"), "n\n150001\n");
+    let names: Vec<String> = std::fs::read_dir(data.join("t2"))
+        .expect("t2")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().filter(|n| n.ends_with(".parquet")).count() > 1,
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+    let got = ok(&[
+        "query",
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM t2 a JOIN t b ON a.id = b.id + 2000000 AND a.name = b.name",
+    ]);
+    assert_eq!(got, "n\n150000\n", "the rows read back differ");
 }

@@ -1,5 +1,6 @@
-//! One statement's rows given a few at a time, of any size: `COPY ... FROM STDIN` and
-//! `ringscan ingest` of a large file.
+//! One statement's rows given a few at a time, of any size: `COPY ... FROM STDIN`,
+//! `INSERT ... SELECT` and `CREATE TABLE ... AS SELECT`, `ringscan ingest` of a large
+//! file.
 //!
 //! The rows are held in memory up to [`stage_bytes`]. A statement that stays under it
 //! is one insert, through the daemon's write-ahead log, as before. Past it, the rows
@@ -14,6 +15,7 @@ use std::sync::OnceLock;
 
 use arrow_array::RecordBatch;
 
+use super::daemon::Daemon;
 use super::{EngineError, SqlSession};
 
 /// Bytes of rows (in Arrow's memory) a [`BulkInsert`] holds before it stages them:
@@ -84,12 +86,9 @@ impl BulkInsert {
     }
 }
 
-impl SqlSession {
-    /// Hands the rows `bulk` holds to the daemon as the statement's next part, without
-    /// waiting for the daemon to write it (the caller reads the next part meanwhile;
-    /// the next call collects its answer). On an error (this part's or the last
-    /// one's) the statement has failed: nothing of it will be written.
-    pub fn bulk_stage(&mut self, bulk: &mut BulkInsert) -> Result<(), EngineError> {
+impl Daemon {
+    /// [`SqlSession::bulk_stage`].
+    pub(crate) fn bulk_stage(&self, bulk: &mut BulkInsert) -> datafusion::common::Result<()> {
         if bulk.held.is_empty() {
             return Ok(());
         }
@@ -98,26 +97,45 @@ impl SqlSession {
             .get_or_insert_with(|| (STATEMENTS.fetch_add(1, Ordering::Relaxed), 0));
         let held = std::mem::take(&mut bulk.held);
         bulk.held_bytes = 0;
-        self.daemon.stage(&bulk.table, (statement, part), &held)?;
+        self.stage(&bulk.table, (statement, part), &held)?;
         bulk.staged = Some((statement, part + 1));
         Ok(())
     }
 
-    /// Ends the statement: all of its rows written, or none. The rows written.
-    pub fn bulk_finish(&mut self, mut bulk: BulkInsert) -> Result<u64, EngineError> {
+    /// [`SqlSession::bulk_finish`].
+    pub(crate) fn bulk_finish(&self, mut bulk: BulkInsert) -> datafusion::common::Result<u64> {
         if bulk.staged.is_none() {
             return self.insert(&bulk.table, &bulk.held);
         }
         self.bulk_stage(&mut bulk)?;
-        let numbers = bulk.staged.unwrap_or_default();
-        Ok(self.daemon.adopt(&bulk.table, numbers)?)
+        self.adopt(&bulk.table, bulk.staged.unwrap_or_default())
+    }
+
+    /// [`SqlSession::bulk_abandon`].
+    pub(crate) fn bulk_abandon(&self, bulk: BulkInsert) -> datafusion::common::Result<()> {
+        if bulk.staged.is_some() {
+            self.discard()?;
+        }
+        Ok(())
+    }
+}
+
+impl SqlSession {
+    /// Hands the rows `bulk` holds to the daemon as the statement's next part, without
+    /// waiting for the daemon to write it (the caller reads the next part meanwhile;
+    /// the next call collects its answer). On an error (this part's or the last
+    /// one's) the statement has failed: nothing of it will be written.
+    pub fn bulk_stage(&mut self, bulk: &mut BulkInsert) -> Result<(), EngineError> {
+        Ok(self.daemon.bulk_stage(bulk)?)
+    }
+
+    /// Ends the statement: all of its rows written, or none. The rows written.
+    pub fn bulk_finish(&mut self, bulk: BulkInsert) -> Result<u64, EngineError> {
+        Ok(self.daemon.bulk_finish(bulk)?)
     }
 
     /// Abandons the statement: nothing of it is written (its staged parts are dropped).
     pub fn bulk_abandon(&mut self, bulk: BulkInsert) -> Result<(), EngineError> {
-        if bulk.staged.is_some() {
-            self.daemon.discard()?;
-        }
-        Ok(())
+        Ok(self.daemon.bulk_abandon(bulk)?)
     }
 }

@@ -402,14 +402,27 @@ impl DataSink for DaemonSink {
         mut data: SendableRecordBatchStream,
         _context: &Arc<TaskContext>,
     ) -> Result<u64> {
-        let mut batches = Vec::new();
-        while let Some(batch) = data.next().await {
-            let batch = batch?;
-            if batch.num_rows() > 0 {
-                batches.push(stored_batch(&batch, &self.stored)?);
+        // Rows past what a statement holds in memory go to the daemon in parts as the
+        // query makes them (see `bulk`): an `INSERT ... SELECT` of any size.
+        let mut rows = super::BulkInsert::new(&self.table);
+        let taken = async {
+            while let Some(batch) = data.next().await {
+                let batch = batch?;
+                if batch.num_rows() > 0 && rows.push([stored_batch(&batch, &self.stored)?]) {
+                    self.daemon.bulk_stage(&mut rows)?;
+                }
+            }
+            Ok::<(), DataFusionError>(())
+        }
+        .await;
+        match taken {
+            Ok(()) => self.daemon.bulk_finish(rows),
+            Err(e) => {
+                // Its staged parts go (they would with the session's connection).
+                let _ = self.daemon.bulk_abandon(rows);
+                Err(e)
             }
         }
-        self.daemon.insert(&self.table, &batches)
     }
 }
 
