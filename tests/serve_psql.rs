@@ -1062,6 +1062,54 @@ fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(totals(), before);
+    // The daemon killed with SIGKILL while parts are staged: the COPY fails, and the
+    // next daemon (started by the next statement) removes what the dead one staged.
+    let mut psql = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
+        .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At"])
+        .args(["-c", "\\copy big FROM pstdin csv"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("psql");
+    let (more, _) = big_rows(1_300_000..1_450_000);
+    {
+        use std::io::Write;
+        let mut stdin = psql.stdin.take().expect("stdin");
+        stdin.write_all(more.as_bytes()).expect("rows to psql");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while files(".tmp") == 0 {
+            assert!(Instant::now() < deadline, "no part was staged");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let status = ringscan(&["daemon", "status"], &data);
+        let status = String::from_utf8_lossy(&status.stdout).into_owned();
+        let daemon_pid: i32 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("pid"))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no daemon pid in: {status}"));
+        let killed = Command::new("kill")
+            .args(["-KILL", &daemon_pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success(), "SIGKILL the daemon {daemon_pid}");
+        // The rest of the rows, then the end of the COPY.
+        let (rest, _) = big_rows(1_450_000..1_600_000);
+        let _ = stdin.write_all(rest.as_bytes());
+    }
+    let out = psql.wait_with_output().expect("psql");
+    assert!(
+        !out.status.success(),
+        "a COPY whose daemon died was acknowledged"
+    );
+    assert_eq!(
+        totals(),
+        before,
+        "rows of the killed daemon's parts appeared"
+    );
+    assert_eq!(files(".tmp"), 0, "recovery left the dead daemon's parts");
     // The next COPY on a fresh connection goes through.
     let (rows, _) = big_rows(1_200_000..1_200_003);
     let (ok, out, err) = copy("three.csv", &rows);
