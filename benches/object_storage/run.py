@@ -305,6 +305,12 @@ def main():
                         help="with --throughput: each build's full scan on a daemon kept up "
                              "(column cache off) too, against the fresh daemon's")
     parser.add_argument("--s3-get", default=os.path.join(target, "release", "examples", "s3_get"))
+    parser.add_argument("--s3s-fs", metavar="PATH",
+                        help="serve the bucket with s3s-fs (a Rust S3 server over a directory, "
+                             "which answers requests concurrently: `cargo install s3s-fs@0.14.1 "
+                             "--features binary --locked --root DIR`) instead of moto; note that "
+                             "0.14.1 hashes the whole object (MD5, for the ETag) on every GET "
+                             "of an object without stored metadata, whatever the range")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-ms", type=int, default=20)
     args = parser.parse_args()
@@ -318,10 +324,17 @@ def main():
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
                AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true")
-    server = os.path.join(os.path.dirname(sys.executable), "moto_server")
-    log = open(os.path.join(work, "moto.log"), "w")
-    moto = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    log = open(os.path.join(work, "server.log"), "w")
+    if args.s3s_fs:
+        store = os.path.join(work, "store")
+        os.makedirs(store)
+        command = [args.s3s_fs, "--host", "127.0.0.1", "--port", str(port),
+                   "--access-key", "bench", "--secret-key", "bench", store]
+    else:
+        command = [os.path.join(os.path.dirname(sys.executable), "moto_server"),
+                   "-H", "127.0.0.1", "-p", str(port)]
+    print(f"# S3 server: {os.path.basename(command[0])}", flush=True)
+    moto = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     data = os.path.join(work, "data")
     try:
         deadline = time.time() + 60
@@ -331,7 +344,7 @@ def main():
                 break
             except OSError:
                 if time.time() > deadline:
-                    raise SystemExit("moto_server did not start")
+                    raise SystemExit(f"{command[0]} did not start")
                 time.sleep(0.1)
         subprocess.run([args.ringscan, "generate", "ohlcv", "--rows", args.rows, "--data", data,
                         "--quiet"], check=True, stdin=subprocess.DEVNULL)
