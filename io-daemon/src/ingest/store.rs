@@ -47,6 +47,7 @@ use super::wal::{Committer, Lsn, Wal};
 use crate::hive::PartitionTypes;
 use crate::table::{Listing, ResolvedTable};
 
+mod merge;
 mod staged;
 pub use staged::Staged;
 
@@ -819,27 +820,14 @@ impl Ingest {
         if inputs.len() < COMPACT_MIN_FILES {
             return Ok(0);
         }
-        let mut batches = Vec::new();
-        for file in &inputs {
-            let path = table.dir.join(&file.name);
-            let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-            let reader =
-                ParquetRecordBatchReaderBuilder::try_new(File::open(&path).map_err(|e| err(&e))?)
-                    .map_err(|e| err(&e))?
-                    .with_batch_size(64 * 1024)
-                    .build()
-                    .map_err(|e| err(&e))?;
-            for batch in reader {
-                let batch = batch.map_err(|e| err(&e))?;
-                batches.push(table.conform(vec![batch])?.into_iter().next());
-            }
-        }
-        let batches: Vec<RecordBatch> = batches.into_iter().flatten().collect();
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let name = format!("part-{flushed:020}-c{stamp}.parquet");
-        let written = table.write_file(&name, &batches)?;
+        // Merged a batch at a time: every input is sorted by the key.
+        let paths: Vec<PathBuf> = inputs.iter().map(|f| table.dir.join(&f.name)).collect();
+        let mut merged = merge::Merge::open(table, &paths)?;
+        let written = table.publish(table.write_sorted(&name, &mut merged)?)?;
         let keys = match table.file_keys(&name, true) {
             Ok(keys) => keys,
             Err(e) => {
@@ -1233,8 +1221,14 @@ impl Table {
 
     /// Writes `batches` sorted by the key as the table's Parquet file `name`, synced.
     fn write_file(&self, name: &str, batches: &[RecordBatch]) -> Result<ManifestFile, String> {
-        let (temp, written) = self.write_temp(name, batches)?;
-        let path = self.dir.join(name);
+        let written = self.write_temp(name, batches)?;
+        self.publish(written)
+    }
+
+    /// Gives a file written under its temporary name ([`Self::write_temp`],
+    /// [`Self::write_sorted`]) its name, durably (the directory synced).
+    fn publish(&self, (temp, written): (PathBuf, ManifestFile)) -> Result<ManifestFile, String> {
+        let path = self.dir.join(&written.name);
         let published = fs::rename(&temp, &path)
             .map_err(|e| format!("{}: cannot write: {e}", path.display()))
             .and_then(|()| sync_dir(&self.dir).map_err(|e| e.to_string()));
@@ -1277,26 +1271,24 @@ impl Table {
             let order = arrow_ord::sort::lexsort_to_indices(&columns, None).map_err(|e| err(&e))?;
             arrow_select::take::take_record_batch(&all, &order).map_err(|e| err(&e))?
         };
-        // Float columns without a NaN are named so: the daemon then prunes their pages
-        // by min/max for every comparison (`prune::column`, which trusts the promise in
-        // files whose `created_by` is ringscan's).
-        let nan_free: Vec<&str> = self
-            .schema
-            .fields()
-            .iter()
-            .zip(sorted.columns())
-            .filter(|(_, column)| no_nan(column.as_ref()) == Some(true))
-            .map(|(field, _)| field.name().as_str())
-            .collect();
+        self.write_sorted(name, &mut std::iter::once(Ok(sorted)))
+    }
+
+    /// Writes `batches`, already in key order, as a Parquet file under `name`'s
+    /// temporary name, its bytes synced; a batch at a time (the writer holds one row
+    /// group). Returns the temporary path and what the manifest will say of the file.
+    fn write_sorted(
+        &self,
+        name: &str,
+        batches: &mut dyn Iterator<Item = Result<RecordBatch, String>>,
+    ) -> Result<(PathBuf, ManifestFile), String> {
+        let path = self.dir.join(name);
+        let err = |e: &dyn std::fmt::Display| format!("{}: cannot write: {e}", path.display());
         let mut props = WriterProperties::builder()
             .set_created_by(format!(
                 "ringscan ingest {} (parquet-rs)",
                 env!("CARGO_PKG_VERSION")
             ))
-            .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
-                "ringscan.nan_free".into(),
-                nan_free.join(","),
-            )]))
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -1332,13 +1324,40 @@ impl Table {
             let mut writer =
                 ArrowWriter::try_new(file, Arc::clone(&self.schema), Some(props.build()))
                     .map_err(|e| err(&e))?;
-            writer.write(&sorted).map_err(|e| err(&e))?;
+            // Per column: whether a NaN was seen (only float columns are counted).
+            let mut nan = vec![false; self.schema.fields().len()];
+            let mut rows = 0u64;
+            for batch in batches {
+                let batch = batch?;
+                for (seen, column) in nan.iter_mut().zip(batch.columns()) {
+                    *seen |= no_nan(column.as_ref()) == Some(false);
+                }
+                rows += batch.num_rows() as u64;
+                writer.write(&batch).map_err(|e| err(&e))?;
+            }
+            // Float columns without a NaN are named so: the daemon then prunes their
+            // pages by min/max for every comparison (`prune::column`, which trusts the
+            // promise in files whose `created_by` is ringscan's).
+            let nan_free: Vec<&str> = self
+                .schema
+                .fields()
+                .iter()
+                .zip(&nan)
+                .filter(|(field, seen)| {
+                    matches!(field.data_type(), DataType::Float32 | DataType::Float64) && !**seen
+                })
+                .map(|(field, _)| field.name().as_str())
+                .collect();
+            writer.append_key_value_metadata(parquet::file::metadata::KeyValue::new(
+                "ringscan.nan_free".into(),
+                nan_free.join(","),
+            ));
             let file = writer.into_inner().map_err(|e| err(&e))?;
             file.sync_all().map_err(|e| err(&e))?;
             let bytes = file.metadata().map_err(|e| err(&e))?.len();
             Ok(ManifestFile {
                 name: name.to_owned(),
-                rows: sorted.num_rows() as u64,
+                rows,
                 bytes,
             })
         })();
@@ -2521,6 +2540,54 @@ mod tests {
         drop(ingest);
         let (ingest, _) = open(&root, &log);
         assert_eq!(ids(&ingest, "t"), before);
+    }
+
+    /// The compaction's batch-at-a-time merge against the naive answer (the sorted union
+    /// of the rows), over files whose keys interleave at random and that span many of
+    /// its read and write batches.
+    #[test]
+    fn a_merge_of_large_interleaved_files_equals_the_sorted_union() {
+        let (root, _log, ingest) = with_table();
+        let files = COMPACT_MIN_FILES as i64;
+        let per_file = 20_000i64;
+        let mut keys: Vec<i64> = (0..files * per_file).collect();
+        let mut next = xorshift(0x5eed_cafe);
+        for i in (1..keys.len()).rev() {
+            let j = usize::try_from(next(i as u64 + 1)).unwrap();
+            keys.swap(i, j);
+        }
+        for chunk in keys.chunks(usize::try_from(per_file).unwrap()) {
+            insert(&ingest, "t", chunk).unwrap();
+            ingest.flush(true).unwrap();
+        }
+        assert_eq!(ingest.compact().unwrap(), COMPACT_MIN_FILES);
+        let snapshot = ingest.snapshot("t", false).unwrap();
+        assert_eq!(snapshot.table.listing.files.len(), 1);
+        let path = root
+            .data
+            .path()
+            .join("t")
+            .join(&snapshot.table.listing.files[0]);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut got = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let ids = batch.column(0).as_primitive::<Int64Type>();
+            let values = batch.column(1).as_string::<i32>();
+            for (id, value) in ids.values().iter().zip(values.iter()) {
+                assert_eq!(
+                    value,
+                    Some(format!("v{id}").as_str()),
+                    "a row's columns came apart"
+                );
+                got.push(*id);
+            }
+        }
+        keys.sort_unstable();
+        assert_eq!(got, keys);
     }
 
     #[test]
