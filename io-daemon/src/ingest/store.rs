@@ -2231,14 +2231,18 @@ mod tests {
     fn a_staged_statement_is_invisible_until_adopted_then_whole_and_durable() {
         let (root, log, ingest) = with_table();
         insert(&ingest, "t", &[1, 2]).unwrap();
-        let staged = stage_all(&ingest, &[&[12, 10, 11], &[], &[14, 13]]).unwrap();
+        // Parts out of key order (sorted when written), empty, and in key order.
+        let staged = stage_all(&ingest, &[&[12, 10, 11], &[], &[14, 13], &[15, 16]]).unwrap();
         let paths = staged.as_ref().unwrap().paths();
-        assert_eq!(paths.len(), 2, "a part without rows makes no file");
+        assert_eq!(paths.len(), 3, "a part without rows makes no file");
         assert!(paths.iter().all(|p| p.exists()));
-        assert_eq!(temp_files(&root).len(), 2);
+        assert_eq!(temp_files(&root).len(), 3);
         assert_eq!(ids(&ingest, "t"), [1, 2], "staged rows are not seen");
-        assert_eq!(ingest.adopt(staged, "t", (1, 3)).unwrap(), 5);
-        assert_eq!(ids(&ingest, "t"), [1, 2, 10, 11, 12, 13, 14]);
+        assert_eq!(ingest.adopt(staged, "t", (1, 4)).unwrap(), 7);
+        assert_eq!(ids(&ingest, "t"), [1, 2, 10, 11, 12, 13, 14, 15, 16]);
+        assert!(insert(&ingest, "t", &[16])
+            .unwrap_err()
+            .contains("(id)=(16)"));
         assert!(temp_files(&root).is_empty());
         // The adopted files are the table's: a power cut and a restart keep them, and
         // their keys refuse a duplicate at once and after the restart.
@@ -2248,11 +2252,11 @@ mod tests {
         drop(ingest);
         log.power_cut();
         let (ingest, _) = open(&root, &log);
-        assert_eq!(ids(&ingest, "t"), [1, 2, 10, 11, 12, 13, 14]);
+        assert_eq!(ids(&ingest, "t"), [1, 2, 10, 11, 12, 13, 14, 15, 16]);
         assert!(insert(&ingest, "t", &[10])
             .unwrap_err()
             .contains("(id)=(10)"));
-        insert(&ingest, "t", &[15]).unwrap();
+        insert(&ingest, "t", &[17]).unwrap();
     }
 
     #[test]

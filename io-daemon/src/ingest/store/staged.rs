@@ -130,11 +130,13 @@ impl Ingest {
             return Ok(s.rows);
         }
         let keys = table.keys_of(&batches)?;
+        // Whether the part's rows are already in key order (true without a key).
+        let mut rising = true;
         if keys.len() > 0 {
             // Within the part: rows in rising key order (a load in key or time order)
             // cannot repeat one; others go through an index, whose exact check compares
             // the two rows' keys.
-            let rising = keys.iter().zip(keys.iter().skip(1)).all(|(a, b)| a < b);
+            rising = keys.iter().zip(keys.iter().skip(1)).all(|(a, b)| a < b);
             if !rising {
                 let mut seen = KeyIndex::default();
                 let same = |i: usize, row: u64| {
@@ -153,7 +155,14 @@ impl Ingest {
             }
         }
         let file_name = format!("part-{}-{:05}.parquet", s.stem, s.files.len());
-        let (temp, written) = table.write_temp(&file_name, &batches)?;
+        drop(keys);
+        // A part in key order (a load in key or time order) is written as it came: no
+        // copy of it concatenated, none sorted.
+        let (temp, written) = if rising {
+            table.write_sorted(&file_name, &mut batches.into_iter().map(Ok))?
+        } else {
+            table.write_temp(&file_name, &batches)?
+        };
         let file_keys = match &table.converter {
             None => None,
             Some(converter) => match FileKeys::load(&temp, &table.key, converter, 0, false) {
