@@ -416,8 +416,9 @@ fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
         std::fs::read_dir(data.join("t"))
             .expect("table dir")
             .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(suffix))
+                e.as_ref().is_ok_and(|e| {
+                    common::cli::is_file_of(&e.file_name().to_string_lossy(), suffix)
+                })
             })
             .count()
     };
@@ -469,7 +470,10 @@ fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
         names.iter().filter(|n| n.ends_with(".parquet")).count() > 1,
         "{names:?}"
     );
-    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| common::cli::is_file_of(n, ".tmp")),
+        "{names:?}"
+    );
     let got = ok(&[
         "query",
         "--format",

@@ -986,8 +986,9 @@ fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
         std::fs::read_dir(&table)
             .expect("table dir")
             .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(suffix))
+                e.as_ref().is_ok_and(|e| {
+                    common::cli::is_file_of(&e.file_name().to_string_lossy(), suffix)
+                })
             })
             .count()
     };

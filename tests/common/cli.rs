@@ -22,3 +22,13 @@ impl Drop for DaemonGuard<'_> {
         let _ = ringscan(&["daemon", "stop"], self.0);
     }
 }
+
+/// Whether file `name` of a table's directory is a data file (`suffix` ".parquet") or a
+/// staged part not yet committed (".tmp": a compaction's temporary file, which the
+/// daemon's background merge may be writing meanwhile, is not one).
+pub(crate) fn is_file_of(name: &str, suffix: &str) -> bool {
+    match suffix {
+        ".tmp" => name.starts_with(".part-s") && name.ends_with(".tmp"),
+        _ => name.ends_with(suffix),
+    }
+}
