@@ -799,13 +799,7 @@ fn a_host_killed_with_sigkill_is_back_on_its_port_with_every_acknowledged_row() 
     client
         .write_all(&frame(0, b"\x00\x03\x00\x00user\x00ringscan\x00\x00")[1..])
         .expect("startup");
-    let status = ringscan(&["daemon", "status"], &data);
-    let status = String::from_utf8_lossy(&status.stdout).into_owned();
-    let daemon_pid: i32 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("pid"))
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no daemon pid in: {status}"));
+    let daemon_pid = daemon_pid(&data);
     host.child.kill().expect("SIGKILL the host");
     host.child.wait().expect("reap the host");
     let killed = Command::new("kill")
@@ -1032,31 +1026,36 @@ fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
     assert!(!ok && err.contains("Key (id)=(5) already exists"), "{err}");
     assert_eq!(totals(), before);
     assert_eq!(files(".tmp"), 0, "a refused COPY left staged files");
-    // A client killed with parts staged: they were never visible, and they go.
-    let mut psql = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
-        .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At"])
-        .args(["-c", "\\copy big FROM pstdin csv"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("psql");
-    let (more, _) = big_rows(1_000_000..1_150_000);
-    {
+    // A COPY fed through psql's stdin, left open: `rows` sent and at least one part
+    // staged when this returns.
+    let copy_open = |rows: std::ops::Range<i64>| {
         use std::io::Write;
+        let mut psql = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
+            .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At"])
+            .args(["-c", "\\copy big FROM pstdin csv"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("psql");
         let mut stdin = psql.stdin.take().expect("stdin");
-        stdin.write_all(more.as_bytes()).expect("rows to psql");
+        stdin
+            .write_all(big_rows(rows).0.as_bytes())
+            .expect("rows to psql");
         let deadline = Instant::now() + Duration::from_secs(20);
         while files(".tmp") == 0 {
             assert!(Instant::now() < deadline, "no part was staged");
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert_eq!(totals(), before, "staged rows were seen before CopyDone");
-        psql.kill().expect("kill psql");
-        psql.wait().expect("reap psql");
-        drop(stdin);
-    }
+        (psql, stdin)
+    };
+    // A client killed with parts staged: they were never visible, and they go.
+    let (mut psql, stdin) = copy_open(1_000_000..1_150_000);
+    assert_eq!(totals(), before, "staged rows were seen before CopyDone");
+    psql.kill().expect("kill psql");
+    psql.wait().expect("reap psql");
+    drop(stdin);
     let deadline = Instant::now() + Duration::from_secs(20);
     while files(".tmp") > 0 {
         assert!(Instant::now() < deadline, "a dead client's parts stayed");
@@ -1065,40 +1064,18 @@ fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
     assert_eq!(totals(), before);
     // The daemon killed with SIGKILL while parts are staged: the COPY fails, and the
     // next daemon (started by the next statement) removes what the dead one staged.
-    let mut psql = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
-        .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At"])
-        .args(["-c", "\\copy big FROM pstdin csv"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("psql");
-    let (more, _) = big_rows(1_300_000..1_450_000);
+    let (psql, mut stdin) = copy_open(1_300_000..1_450_000);
+    let daemon_pid = daemon_pid(&data);
+    let killed = Command::new("kill")
+        .args(["-KILL", &daemon_pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success(), "SIGKILL the daemon {daemon_pid}");
+    // The rest of the rows, then the end of the COPY.
     {
         use std::io::Write;
-        let mut stdin = psql.stdin.take().expect("stdin");
-        stdin.write_all(more.as_bytes()).expect("rows to psql");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while files(".tmp") == 0 {
-            assert!(Instant::now() < deadline, "no part was staged");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let status = ringscan(&["daemon", "status"], &data);
-        let status = String::from_utf8_lossy(&status.stdout).into_owned();
-        let daemon_pid: i32 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("pid"))
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no daemon pid in: {status}"));
-        let killed = Command::new("kill")
-            .args(["-KILL", &daemon_pid.to_string()])
-            .status()
-            .expect("kill");
-        assert!(killed.success(), "SIGKILL the daemon {daemon_pid}");
-        // The rest of the rows, then the end of the COPY.
-        let (rest, _) = big_rows(1_450_000..1_600_000);
-        let _ = stdin.write_all(rest.as_bytes());
+        let _ = stdin.write_all(big_rows(1_450_000..1_600_000).0.as_bytes());
+        drop(stdin);
     }
     let out = psql.wait_with_output().expect("psql");
     assert!(
@@ -1115,4 +1092,15 @@ fn a_copy_staged_in_parts_commits_whole_or_leaves_nothing() {
     let (rows, _) = big_rows(1_200_000..1_200_003);
     let (ok, out, err) = copy("three.csv", &rows);
     assert!(ok && out.contains("COPY 3"), "{out}{err}");
+}
+
+/// The pid of the IO daemon of `data`, as `ringscan daemon status` gives it.
+fn daemon_pid(data: &Path) -> i32 {
+    let status = ringscan(&["daemon", "status"], data);
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("pid"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no daemon pid in: {status}"))
 }
