@@ -19,7 +19,8 @@ use super::daemon::Daemon;
 use super::{EngineError, SqlSession};
 
 /// Bytes of rows (in Arrow's memory) a [`BulkInsert`] holds before it stages them:
-/// `RINGSCAN_STAGE_BYTES`, else 128 MiB.
+/// `RINGSCAN_STAGE_BYTES`, else 128 MiB; at most 512 MiB (a part travels as one
+/// message, which the daemon takes up to 1 GiB).
 pub fn stage_bytes() -> usize {
     static BYTES: OnceLock<usize> = OnceLock::new();
     *BYTES.get_or_init(|| {
@@ -28,6 +29,7 @@ pub fn stage_bytes() -> usize {
             .and_then(|v| v.trim().parse().ok())
             .filter(|&b: &usize| b > 0)
             .unwrap_or(128 << 20)
+            .min(512 << 20)
     })
 }
 

@@ -163,6 +163,9 @@ struct TableState {
     /// The id the next prepared commit's first row gets.
     next_id: u64,
     dropped: bool,
+    /// Commits abandoned so far: their ids are handed back, so a row id no longer tells
+    /// whether its commit came before or after a given moment (see `staged`).
+    abandoned: u64,
 }
 
 /// The row with id `id`, in the memtable or in a commit prepared and not yet applied
@@ -949,6 +952,7 @@ impl Table {
                 file_gen: 0,
                 next_id: 0,
                 dropped: false,
+                abandoned: 0,
             }),
         };
         table.load_keys()?;
@@ -1464,6 +1468,7 @@ impl Committer for Writer {
         // handed back.
         state.pending.retain(|(first, _)| *first < commit.first_id);
         state.next_id = state.next_id.min(commit.first_id);
+        state.abandoned += 1;
     }
 }
 

@@ -202,8 +202,8 @@ impl Ingest {
             .collect();
         // No flush or compaction moves rows into new files while this checks.
         let _flush = self.flushing.lock().unwrap_or_else(PoisonError::into_inner);
-        let seen_to = {
-            let (held, newer, seen_to) = {
+        let (seen_to, abandoned) = {
+            let (held, newer, seen_to, abandoned) = {
                 let state = lock_read(&table.state);
                 if state.dropped {
                     return Err(dropped());
@@ -216,7 +216,8 @@ impl Ingest {
                     .filter(|(_, k)| k.added > staged.file_gen)
                     .map(|(n, _)| table.dir.join(n))
                     .collect();
-                (held, newer, state.next_id.max(state.mem.next_row()))
+                let seen_to = state.next_id.max(state.mem.next_row());
+                (held, newer, seen_to, state.abandoned)
             };
             if !ours.is_empty() {
                 table.check_staged(&ours, &held)?;
@@ -226,22 +227,29 @@ impl Ingest {
                     })?;
                 }
             }
-            seen_to
+            (seen_to, abandoned)
         };
         let mut state = lock_write(&table.state);
         if state.dropped {
             return Err(dropped());
         }
         if !ours.is_empty() {
-            // The rows that arrived since the check above (a few, on a busy table).
-            let mut since: Vec<RecordBatch> = (seen_to..state.mem.next_row())
+            // The rows that arrived since the check above (a few, on a busy table): the
+            // ids from `seen_to` on, unless a commit was abandoned meanwhile and handed
+            // its ids back to later ones (a failed write: then every row held).
+            let from = if state.abandoned == abandoned {
+                seen_to
+            } else {
+                0
+            };
+            let mut since: Vec<RecordBatch> = (from..state.mem.next_row())
                 .filter_map(|id| state.mem.row(id))
                 .collect();
             since.extend(
                 state
                     .pending
                     .iter()
-                    .filter(|(first, _)| *first >= seen_to)
+                    .filter(|(first, _)| *first >= from)
                     .flat_map(|(_, b)| b.iter().cloned()),
             );
             table.check_staged(&ours, &since)?;
@@ -284,10 +292,15 @@ impl Ingest {
             };
             match keys {
                 Ok(keys) => table.add_file(&mut state, written.name, keys),
-                // The file is the table's now; its keys are read again at the next
-                // start. Until then a new key is checked against the others only, so
-                // refuse writes rather than take a duplicate.
-                Err(e) => return Err(format!("{e} (the statement was written)")),
+                // Not reachable in practice (the keys were in hand). The statement is
+                // committed; say so with the cause, since later statements' keys are
+                // not checked against this file until the daemon restarts.
+                Err(e) => {
+                    return Err(format!(
+                        "copy into {}: committed, but its file's keys could not be read                          back: {e}",
+                        table.name
+                    ))
+                }
             }
         }
         self.tables.version.bump();
