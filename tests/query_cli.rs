@@ -482,3 +482,76 @@ fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
     ]);
     assert_eq!(got, "n\n150000\n", "the rows read back differ");
 }
+
+/// A full disk under a staged statement, simulated with a file-size limit on the daemon
+/// (1 MiB: its staged part's Parquet file passes it; SIGXFSZ ignored, so the write
+/// returns EFBIG instead of killing it): the file's statement fails with a message
+/// naming the file and the cause, nothing of it is applied and no part is left, and
+/// the daemon serves on.
+#[test]
+fn a_full_disk_under_a_staged_statement_fails_it_cleanly_and_the_daemon_serves_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let _guard = DaemonGuard(&data);
+    let csv = dir.path().join("big.csv");
+    let mut text = String::from("id,name\n");
+    for i in 0..200_000 {
+        text.push_str(&format!("{i},name-{}\n", i * 7919 % 100_003));
+    }
+    std::fs::write(&csv, text).expect("write");
+    // The daemon starts under the limit (the first command starts it) and keeps it.
+    let limited = |args: &str| {
+        let script = format!(
+            "ulimit -f 1024 && trap '' XFSZ && exec '{}' {args} --data '{}'",
+            env!("CARGO_BIN_EXE_ringscan"),
+            data.display()
+        );
+        std::process::Command::new("bash")
+            .args(["-c", &script])
+            .env("RINGSCAN_STAGE_BYTES", "2097152")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("bash")
+    };
+    let out = limited("query 'CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT NOT NULL)'");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = limited(&format!("ingest --quiet t '{}'", csv.display()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the ingest went through a full disk: {err}"
+    );
+    assert!(
+        err.contains("cannot write") && err.contains(".parquet") && err.contains("too large"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let names: Vec<String> = std::fs::read_dir(data.join("t"))
+        .expect("t")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(".parquet") || n.ends_with(".tmp")),
+        "{names:?}"
+    );
+    // The same daemon answers, and takes a small statement (through its log).
+    let out = ringscan(&["query", "INSERT INTO t VALUES (1, 'one')"], &data);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ringscan(
+        &["query", "--format", "csv", "SELECT count(*) AS n FROM t"],
+        &data,
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n1\n");
+}
