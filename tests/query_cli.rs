@@ -481,6 +481,41 @@ fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
         "SELECT count(*) AS n FROM t2 a JOIN t b ON a.id = b.id + 2000000 AND a.name = b.name",
     ]);
     assert_eq!(got, "n\n150000\n", "the rows read back differ");
+    // CREATE TABLE ... AS runs as an INSERT ... SELECT into the new table: staged too.
+    ok(&[
+        "query",
+        "CREATE TABLE t3 AS SELECT id * 2 AS id2, name FROM t",
+    ]);
+    let got = ok(&[
+        "query",
+        "--format",
+        "csv",
+        "SELECT count(*) AS n, sum(id2) AS s FROM t3",
+    ]);
+    assert_eq!(got, format!("n,s\n150000,{}\n", 2 * sum));
+    let files = std::fs::read_dir(data.join("t3")).expect("t3").flatten();
+    let parquet = files.filter(|e| e.file_name().to_string_lossy().ends_with(".parquet"));
+    assert!(parquet.count() > 1, "CREATE TABLE ... AS was not staged");
+    // IF NOT EXISTS of an existing table runs nothing; a failing query leaves no table.
+    ok(&[
+        "query",
+        "CREATE TABLE IF NOT EXISTS t3 AS SELECT 1 AS id2, 'x' AS name",
+    ]);
+    assert_eq!(count("t3"), "n\n150000\n");
+    let out = run(&[
+        "query",
+        "CREATE TABLE t5 AS SELECT CAST(name AS INTEGER) AS x FROM t",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Cannot cast string"),
+        "{err}"
+    );
+    let out = run(&["query", "SELECT count(*) FROM t5"]);
+    assert!(
+        !out.status.success(),
+        "a failed CREATE TABLE ... AS left its table"
+    );
 }
 
 /// A full disk under a staged statement, simulated with a file-size limit on the daemon

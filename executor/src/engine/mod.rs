@@ -1092,9 +1092,18 @@ impl SqlSession {
                 if_not_exists,
                 query: Some(query),
             } => {
-                let rows = self.query(query, false)?;
-                let fields: Vec<arrow_schema::Field> = rows
-                    .result
+                // Planned first for its columns; then run as `INSERT INTO name query`,
+                // whose sink stages rows past memory in parts as the query makes them
+                // (`bulk`), not collected whole first.
+                if *if_not_exists && self.table_schema(name).is_ok() {
+                    // PostgreSQL skips the query too.
+                    return Ok(Some(QueryOutcome::command(
+                        "SELECT 0".into(),
+                        micros(start),
+                    )));
+                }
+                let planned = self.prepare(query)?;
+                let fields: Vec<arrow_schema::Field> = planned
                     .schema
                     .fields()
                     .iter()
@@ -1113,14 +1122,22 @@ impl SqlSession {
                         query: None,
                     },
                 )?;
-                let batches = rows
-                    .result
-                    .batches
-                    .iter()
-                    .filter(|b| b.num_rows() > 0)
-                    .map(|b| write::stored_batch(b, &schema))
-                    .collect::<datafusion::common::Result<Vec<_>>>()?;
-                let inserted = self.daemon.insert(name, &batches)?;
+                // The new table, named as the parser gave it (one plain component).
+                self.plans.clear();
+                let insert = format!("INSERT INTO \"{}\" {query}", name.replace('"', "\"\""));
+                let inserted = match self.query(&insert, false) {
+                    Ok(outcome) => inserted_rows(&outcome.result),
+                    Err(e) => {
+                        // All or nothing, as PostgreSQL's: the table goes with its rows.
+                        let drop = write::Ddl::Drop {
+                            names: vec![name.clone()],
+                            if_exists: true,
+                        };
+                        let _ = write::run(&self.daemon, &drop);
+                        self.plans.clear();
+                        return Err(e);
+                    }
+                };
                 tag = format!("SELECT {inserted}");
             }
             other => write::run(&self.daemon, other)?,
