@@ -590,3 +590,89 @@ fn a_full_disk_under_a_staged_statement_fails_it_cleanly_and_the_daemon_serves_o
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n1\n");
 }
+
+/// A statement whose parts come slower than the daemon's session idle timeout (here a
+/// file fed through a named pipe with a pause of 2.5 s, the timeout 1 s) keeps its
+/// parts: the daemon waits without a limit on a connection that holds some.
+#[test]
+fn staged_parts_outlast_the_session_idle_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let log = std::fs::File::create(dir.path().join("daemon.log")).expect("log");
+    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_ringscan"))
+        .args(["daemon", "run", "--session-idle-timeout", "1s", "--data"])
+        .arg(&data)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("daemon");
+    let _guard = DaemonGuard(&data);
+    let ready = std::time::Instant::now();
+    while !ringscan(&["daemon", "status"], &data).status.success() {
+        assert!(ready.elapsed().as_secs() < 20, "the daemon did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ringscan"))
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .env("RINGSCAN_STAGE_BYTES", "65536")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("spawn ringscan")
+    };
+    let out = run(&[
+        "query",
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT NOT NULL)",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fifo = dir.path().join("rows.csv");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut pipe = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&fifo)
+                .expect("fifo");
+            let rows = |range: std::ops::Range<i64>| -> String {
+                range.map(|i| format!("{i},n{}\n", i % 13)).collect()
+            };
+            // Errors here mean the ingest stopped reading: its own failure says why.
+            let _ = pipe.write_all(format!("id,name\n{}", rows(0..150_000)).as_bytes());
+            let _ = pipe.flush();
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            let _ = pipe.write_all(rows(150_000..300_000).as_bytes());
+        })
+    };
+    let out = run(&[
+        "ingest",
+        "--quiet",
+        "--format",
+        "csv",
+        "t",
+        &fifo.display().to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    writer.join().expect("writer");
+    let out = run(&["query", "--format", "csv", "SELECT count(*) AS n FROM t"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n300000\n");
+    let _ = ringscan(&["daemon", "stop"], &data);
+    let _ = daemon.wait();
+}

@@ -33,8 +33,12 @@ pub(crate) fn serve(shared: &Arc<Shared>, mut stream: UnixStream, activity: &Arc
         activity.idle();
         // Waiting in `poll`, not in the read: a thread blocked in a read of this socket
         // is woken for nothing each time the client reads an answer (a poll error
-        // leaves the wait to the read and its timeout).
-        if let Ok(false) = ringscan_ipc::wait_readable(stream.as_fd(), idle) {
+        // leaves the wait to the read and its timeout). A connection holding staged
+        // parts waits without a limit: its client may take a while to send the next
+        // (a COPY fed slowly), and a client that ends closes the socket, which ends
+        // the wait and drops the parts.
+        let wait = if staged.is_some() { None } else { idle };
+        if let Ok(false) = ringscan_ipc::wait_readable(stream.as_fd(), wait) {
             shared.idle_closed.fetch_add(1, Ordering::Relaxed);
             return;
         }
