@@ -13,7 +13,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use serde_json::Value;
 
-use common::cli::{ringscan, DaemonGuard};
+use common::cli::{ringscan, ringscan_with, succeeded, DaemonGuard};
 
 fn write_table(data: &Path, rows: i64) {
     let dir = data.join("t");
@@ -290,15 +290,7 @@ fn ingest_writes_files_of_four_formats_each_whole_or_not_at_all() {
     let data = dir.path().join("data");
     std::fs::create_dir(&data).expect("data dir");
     let _guard = DaemonGuard(&data);
-    let ok = |args: &[&str]| {
-        let out = ringscan(args, &data);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let ok = |args: &[&str]| succeeded(args, &ringscan(args, &data));
     ok(&[
         "query",
         "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT NOT NULL, px DOUBLE PRECISION)",
@@ -369,25 +361,8 @@ fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
     let data = dir.path().join("data");
     std::fs::create_dir(&data).expect("data dir");
     let _guard = DaemonGuard(&data);
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_ringscan"))
-            .args(args)
-            .arg("--data")
-            .arg(&data)
-            .env("RINGSCAN_STAGE_BYTES", "65536")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("spawn ringscan")
-    };
-    let ok = |args: &[&str]| {
-        let out = run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let run = |args: &[&str]| ringscan_with(args, &data, &[("RINGSCAN_STAGE_BYTES", "65536")]);
+    let ok = |args: &[&str]| succeeded(args, &run(args));
     ok(&[
         "query",
         "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT NOT NULL)",
@@ -614,16 +589,7 @@ fn staged_parts_outlast_the_session_idle_timeout() {
         assert!(ready.elapsed().as_secs() < 20, "the daemon did not start");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_ringscan"))
-            .args(args)
-            .arg("--data")
-            .arg(&data)
-            .env("RINGSCAN_STAGE_BYTES", "65536")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("spawn ringscan")
-    };
+    let run = |args: &[&str]| ringscan_with(args, &data, &[("RINGSCAN_STAGE_BYTES", "65536")]);
     let out = run(&[
         "query",
         "CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT NOT NULL)",

@@ -6,12 +6,29 @@ use std::process::{Command, Output};
 
 /// `ringscan <args> --data <data>`.
 pub(crate) fn ringscan(args: &[&str], data: &Path) -> Output {
+    ringscan_with(args, data, &[])
+}
+
+/// [`ringscan`] with variables `env` set (and no stdin).
+pub(crate) fn ringscan_with(args: &[&str], data: &Path, env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ringscan"))
         .args(args)
         .arg("--data")
         .arg(data)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
         .output()
         .expect("spawn ringscan")
+}
+
+/// The standard output of a command that must succeed (else its standard error).
+pub(crate) fn succeeded(args: &[&str], out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Stops the daemon of a data directory when dropped, whatever the test did.
