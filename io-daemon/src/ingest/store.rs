@@ -33,7 +33,7 @@ use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use ringscan_ipc::msg::{CmpOp, FileVersion, Literal, Operand, Predicate};
@@ -1298,10 +1298,29 @@ impl Table {
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_data_page_row_count_limit(PAGE_ROWS)
             .set_write_batch_size(PAGE_ROWS);
-        for field in self.schema.fields() {
-            // Near-unique floats make big dictionaries that every read pays for.
-            if matches!(field.data_type(), DataType::Float32 | DataType::Float64) {
-                props = props.set_column_dictionary_enabled(field.name().as_str().into(), false);
+        for (i, field) in self.schema.fields().iter().enumerate() {
+            let column = parquet::schema::types::ColumnPath::from(field.name().as_str());
+            match field.data_type() {
+                // Near-unique floats make big dictionaries that every read pays for.
+                DataType::Float32 | DataType::Float64 => {
+                    props = props.set_column_dictionary_enabled(column, false);
+                }
+                // Times and dates, and integer keys, rise through a file sorted by the
+                // key (or within each value of the key's first column): their deltas
+                // pack in a few bits, where a dictionary of near-unique values was
+                // most of the file (an ingested ohlcv's `ts`: 495 KB a row group, 4.5
+                // KB as the generator writes it).
+                DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64 => {
+                    props = props
+                        .set_column_dictionary_enabled(column.clone(), false)
+                        .set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
+                }
+                DataType::Int32 | DataType::Int64 if self.key.contains(&i) => {
+                    props = props
+                        .set_column_dictionary_enabled(column.clone(), false)
+                        .set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
+                }
+                _ => {}
             }
         }
         if !self.key.is_empty() {
