@@ -494,7 +494,7 @@ fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
 }
 
 /// A full disk under a staged statement, simulated with a file-size limit on the daemon
-/// (1 MiB: its staged part's Parquet file passes it; SIGXFSZ ignored, so the write
+/// (256 KiB: its staged part's Parquet file passes it; SIGXFSZ ignored, so the write
 /// returns EFBIG instead of killing it): the file's statement fails with a message
 /// naming the file and the cause, nothing of it is applied and no part is left, and
 /// the daemon serves on.
@@ -513,7 +513,7 @@ fn a_full_disk_under_a_staged_statement_fails_it_cleanly_and_the_daemon_serves_o
     // The daemon starts under the limit (the first command starts it) and keeps it.
     let limited = |args: &str| {
         let script = format!(
-            "ulimit -f 1024 && trap '' XFSZ && exec '{}' {args} --data '{}'",
+            "ulimit -f 256 && trap '' XFSZ && exec '{}' {args} --data '{}'",
             env!("CARGO_BIN_EXE_ringscan"),
             data.display()
         );
