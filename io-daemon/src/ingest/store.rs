@@ -230,6 +230,34 @@ impl StatementKeys {
     }
 }
 
+/// Whether a float column's first values (up to 64Ki) take at most half as many
+/// distinct values as rows: then a dictionary is smaller than the values and its
+/// pages can be filtered by their dictionary. Near-unique floats make big dictionaries
+/// that every read pays for.
+fn floats_repeat(column: &dyn Array) -> bool {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type};
+    let bits: Vec<u64> = match column.data_type() {
+        DataType::Float64 => column
+            .as_primitive::<Float64Type>()
+            .values()
+            .iter()
+            .take(1 << 16)
+            .map(|v| v.to_bits())
+            .collect(),
+        DataType::Float32 => column
+            .as_primitive::<Float32Type>()
+            .values()
+            .iter()
+            .take(1 << 16)
+            .map(|v| u64::from(v.to_bits()))
+            .collect(),
+        _ => return false,
+    };
+    let distinct: HashSet<u64, foldhash::fast::RandomState> = bits.iter().copied().collect();
+    bits.len() >= 64 && distinct.len() * 2 <= bits.len()
+}
+
 /// Whether a float column holds no NaN (`None`: not a float column).
 fn no_nan(column: &dyn Array) -> Option<bool> {
     use arrow_array::cast::AsArray;
@@ -1288,6 +1316,17 @@ impl Table {
     ) -> Result<(PathBuf, ManifestFile), String> {
         let path = self.dir.join(name);
         let err = |e: &dyn std::fmt::Display| format!("{}: cannot write: {e}", path.display());
+        // The first batch tells which float columns repeat their values enough for a
+        // dictionary (prices in cents do; measurements rarely).
+        let mut batches = batches.peekable();
+        let repeating: Vec<bool> = match batches.peek() {
+            Some(Ok(first)) => first
+                .columns()
+                .iter()
+                .map(|c| floats_repeat(c.as_ref()))
+                .collect(),
+            _ => Vec::new(),
+        };
         let mut props = WriterProperties::builder()
             .set_created_by(format!(
                 "ringscan ingest {} (parquet-rs)",
@@ -1302,7 +1341,9 @@ impl Table {
             let column = parquet::schema::types::ColumnPath::from(field.name().as_str());
             match field.data_type() {
                 // Near-unique floats make big dictionaries that every read pays for.
-                DataType::Float32 | DataType::Float64 => {
+                DataType::Float32 | DataType::Float64
+                    if !repeating.get(i).copied().unwrap_or(false) =>
+                {
                     props = props.set_column_dictionary_enabled(column, false);
                 }
                 // Times and dates, and integer keys, rise through a file sorted by the
@@ -2568,6 +2609,69 @@ mod tests {
         drop(ingest);
         let (ingest, _) = open(&root, &log);
         assert_eq!(ids(&ingest, "t"), before);
+    }
+
+    /// A float column gets a dictionary where its values repeat (prices in cents), not
+    /// where they are near-unique; and the file reads back the same either way.
+    #[test]
+    fn float_columns_get_a_dictionary_only_where_their_values_repeat() {
+        use arrow_array::Float64Array;
+        let mut next = xorshift(7);
+        let cents: Vec<f64> = (0..10_000).map(|_| (next(5_000) as f64) / 100.0).collect();
+        let unique: Vec<f64> = (0..10_000)
+            .map(|i| f64::from(i) * 1.000_001 + 0.5)
+            .collect();
+        assert!(floats_repeat(&Float64Array::from(cents.clone())));
+        assert!(!floats_repeat(&Float64Array::from(unique.clone())));
+        assert!(!floats_repeat(&Int64Array::from(vec![1i64; 1000])));
+        assert!(
+            !floats_repeat(&Float64Array::from(vec![1.0; 10])),
+            "too few to tell"
+        );
+        let schema = Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("cents", DataType::Float64, true),
+            Field::new("unique", DataType::Float64, true),
+        ]);
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("f", &schema, &["id".into()], false)
+            .unwrap();
+        let batch = RecordBatch::try_new(
+            Arc::new(schema.clone()),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..10_000)),
+                Arc::new(Float64Array::from(cents.clone())),
+                Arc::new(Float64Array::from(unique.clone())),
+            ],
+        )
+        .unwrap();
+        let payload =
+            ringscan_ipc::msg::encode_ipc_stream(&schema, std::slice::from_ref(&batch)).unwrap();
+        let commit = ingest.prepare("f", vec![batch.clone()], &payload).unwrap();
+        ingest.commit(commit).unwrap();
+        ingest.flush(true).unwrap();
+        let snapshot = ingest.snapshot("f", false).unwrap();
+        let path = root
+            .data
+            .path()
+            .join("f")
+            .join(&snapshot.table.listing.files[0]);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap();
+        let group = reader.metadata().row_group(0).clone();
+        let dictionary = |c: usize| {
+            group
+                .column(c)
+                .encodings()
+                .any(|e| e == parquet::basic::Encoding::RLE_DICTIONARY)
+        };
+        assert!(dictionary(1), "repeating prices without a dictionary");
+        assert!(!dictionary(2), "near-unique floats with a dictionary");
+        let back: Vec<RecordBatch> = reader.build().unwrap().map(Result::unwrap).collect();
+        let back = arrow_select::concat::concat_batches(&back[0].schema(), &back).unwrap();
+        assert_eq!(back.columns(), batch.columns());
     }
 
     /// The compaction's batch-at-a-time merge against the naive answer (the sorted union
