@@ -46,18 +46,14 @@ impl Drop for Staged {
 }
 
 impl Staged {
-    /// The client's number for the statement.
-    pub fn statement(&self) -> u64 {
-        self.statement
-    }
-
     /// Rows staged so far.
     pub fn rows(&self) -> u64 {
         self.rows
     }
 
     /// The parts' files (their temporary paths).
-    pub fn paths(&self) -> Vec<PathBuf> {
+    #[cfg(test)]
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
         self.files.iter().map(|(p, _, _)| p.clone()).collect()
     }
 }
