@@ -48,6 +48,7 @@ use crate::hive::PartitionTypes;
 use crate::table::{Listing, ResolvedTable};
 
 mod merge;
+mod row_groups;
 mod staged;
 pub use staged::Staged;
 
@@ -1391,13 +1392,35 @@ impl Table {
             // Per column: whether a NaN was seen (only float columns are counted).
             let mut nan = vec![false; self.schema.fields().len()];
             let mut rows = 0u64;
+            // A key of several columns: row groups end early where its first column
+            // changes (see `row_groups`).
+            let mut cuts = (self.key.len() > 1)
+                .then(|| row_groups::GroupCuts::new(ROW_GROUP_ROWS, ROW_GROUP_ROWS / 16));
             for batch in batches {
                 let batch = batch?;
                 for (seen, column) in nan.iter_mut().zip(batch.columns()) {
                     *seen |= no_nan(column.as_ref()) == Some(false);
                 }
                 rows += batch.num_rows() as u64;
-                writer.write(&batch).map_err(|e| err(&e))?;
+                let Some(cuts) = cuts.as_mut() else {
+                    writer.write(&batch).map_err(|e| err(&e))?;
+                    continue;
+                };
+                let mut start = 0;
+                for cut in cuts.cuts(batch.column(self.key[0])).map_err(|e| err(&e))? {
+                    if cut > start {
+                        writer
+                            .write(&batch.slice(start, cut - start))
+                            .map_err(|e| err(&e))?;
+                    }
+                    writer.flush().map_err(|e| err(&e))?;
+                    start = cut;
+                }
+                if start < batch.num_rows() {
+                    writer
+                        .write(&batch.slice(start, batch.num_rows() - start))
+                        .map_err(|e| err(&e))?;
+                }
             }
             // Float columns without a NaN are named so: the daemon then prunes their
             // pages by min/max for every comparison (`prune::column`, which trusts the
@@ -2672,6 +2695,113 @@ mod tests {
         let back: Vec<RecordBatch> = reader.build().unwrap().map(Result::unwrap).collect();
         let back = arrow_select::concat::concat_batches(&back[0].schema(), &back).unwrap();
         assert_eq!(back.columns(), batch.columns());
+    }
+
+    /// A key of two columns: the flushed file's row groups end where the first column
+    /// changes (once they hold 1/16 of a full group and one value of it), so that each
+    /// long run's row groups hold one value and prune by the whole key.
+    #[test]
+    fn row_groups_of_a_two_column_key_end_where_its_first_column_changes() {
+        let schema = Schema::new(vec![
+            Field::new("sym", DataType::Utf8, false),
+            Field::new("ts", DataType::Int64, false),
+        ]);
+        let runs: [(&str, i64); 5] = [
+            ("a", 70_000),
+            ("b", 5_000),
+            ("c", 3_000),
+            ("d", 140_000),
+            ("e", 100),
+        ];
+        let mut rows: Vec<(&str, i64)> = runs
+            .iter()
+            .flat_map(|&(sym, n)| (0..n).map(move |ts| (sym, ts * 7)))
+            .collect();
+        // Inserted out of order, in three statements.
+        let mut next = xorshift(11);
+        for i in (1..rows.len()).rev() {
+            rows.swap(i, next(i as u64 + 1) as usize);
+        }
+        let root = root();
+        let log = Arc::new(PowerCutDir::new());
+        let (ingest, _) = open(&root, &log);
+        ingest
+            .create_table("k", &schema, &["sym".into(), "ts".into()], false)
+            .unwrap();
+        for chunk in rows.chunks(rows.len() / 3 + 1) {
+            let batch = RecordBatch::try_new(
+                Arc::new(schema.clone()),
+                vec![
+                    Arc::new(StringArray::from_iter_values(chunk.iter().map(|r| r.0))),
+                    Arc::new(Int64Array::from_iter_values(chunk.iter().map(|r| r.1))),
+                ],
+            )
+            .unwrap();
+            let payload =
+                ringscan_ipc::msg::encode_ipc_stream(&schema, std::slice::from_ref(&batch))
+                    .unwrap();
+            let commit = ingest.prepare("k", vec![batch], &payload).unwrap();
+            ingest.commit(commit).unwrap();
+        }
+        ingest.flush(true).unwrap();
+        let snapshot = ingest.snapshot("k", false).unwrap();
+        assert_eq!(snapshot.table.listing.files.len(), 1);
+        let path = snapshot
+            .table
+            .listing
+            .root
+            .join(&snapshot.table.listing.files[0]);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap();
+        let groups: Vec<(i64, String, String)> = reader
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| {
+                let parquet::file::statistics::Statistics::ByteArray(s) =
+                    g.column(0).statistics().unwrap()
+                else {
+                    panic!("sym statistics")
+                };
+                let text = |v: Option<&parquet::data_type::ByteArray>| {
+                    String::from_utf8(v.unwrap().data().to_vec()).unwrap()
+                };
+                (g.num_rows(), text(s.min_opt()), text(s.max_opt()))
+            })
+            .collect();
+        let one = |n: i64, v: &str| (n, v.to_owned(), v.to_owned());
+        assert_eq!(
+            groups,
+            [
+                one(65_536, "a"),
+                one(4_464, "a"),
+                one(5_000, "b"),
+                // c's 3,000 rows are too few for a group of their own.
+                (65_536, "c".to_owned(), "d".to_owned()),
+                one(65_536, "d"),
+                one(11_928, "d"),
+                one(100, "e"),
+            ]
+        );
+        // The rows, whole and in key order.
+        let mut expected = rows.clone();
+        expected.sort_unstable();
+        let back: Vec<(String, i64)> = reader
+            .build()
+            .unwrap()
+            .flat_map(|b| {
+                let b = b.unwrap();
+                let sym = b.column(0).as_string::<i32>().clone();
+                let ts = b.column(1).as_primitive::<Int64Type>().clone();
+                (0..b.num_rows())
+                    .map(|i| (sym.value(i).to_owned(), ts.value(i)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let expected: Vec<(String, i64)> = expected
+            .into_iter()
+            .map(|(s, t)| (s.to_owned(), t))
+            .collect();
+        assert_eq!(back, expected);
     }
 
     /// The compaction's batch-at-a-time merge against the naive answer (the sorted union
