@@ -17,9 +17,9 @@ use pgwire::api::Type;
 use ringscan_executor::engine::Param;
 
 /// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch.
-const PG_EPOCH_DAYS: i64 = 10_957;
+pub(crate) const PG_EPOCH_DAYS: i64 = 10_957;
 /// Microseconds from 1970-01-01 to 2000-01-01.
-const PG_EPOCH_US: i64 = PG_EPOCH_DAYS * 86_400_000_000;
+pub(crate) const PG_EPOCH_US: i64 = PG_EPOCH_DAYS * 86_400_000_000;
 
 /// Writes row `i` of `a` (not NULL) in the binary format of `pg_type(a.data_type())`;
 /// `None` where that type has no binary writer here (the caller writes text).
