@@ -97,21 +97,25 @@ pub fn zoned_batches(
     }
     let batches = batches
         .into_iter()
-        .map(|b| {
-            let columns = b
-                .columns()
-                .iter()
-                .zip(zoned.fields())
-                .map(|(c, f)| in_zone(c, f.data_type()))
-                .collect();
-            RecordBatch::try_new_with_options(
-                Arc::clone(&zoned),
-                columns,
-                &arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
-            )
-        })
+        .map(|b| zoned_batch(&zoned, b))
         .collect::<Result<_, _>>()?;
     Ok((zoned, batches))
+}
+
+/// `batch` under `zoned`, a schema [`zoned_schema`] changed: its instant columns
+/// relabelled.
+pub fn zoned_batch(zoned: &SchemaRef, batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(zoned.fields())
+        .map(|(c, f)| in_zone(c, f.data_type()))
+        .collect();
+    RecordBatch::try_new_with_options(
+        Arc::clone(zoned),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
 }
 
 /// The offset as DuckDB prints it after a `TIMESTAMPTZ`: `+00`, `+02`, `+05:30`,

@@ -260,7 +260,8 @@ impl Drop for Connection {
 
 /// What a statement produced, before it is put in a format.
 pub(crate) enum Outcome {
-    Rows(Box<QueryOutcome>),
+    /// A query's rows, the first of them written while it ran.
+    Rows(Box<QueryOutcome>, Box<crate::rows::Early>),
     /// A `COPY ... TO STDOUT`'s rows.
     Copy(Box<crate::copy::CopyOut>, Box<QueryOutcome>),
     /// A `COPY ... FROM STDIN` ready for the client's rows: its input columns.
@@ -498,12 +499,14 @@ impl Connection {
         }
     }
 
-    /// Runs one statement of class `class` with `params` as its `$1`, `$2`...
+    /// Runs one statement of class `class` with `params` as its `$1`, `$2`..., its
+    /// rows in `formats`.
     pub(crate) async fn execute(
         &self,
         sql: &str,
         class: &Class,
         params: Vec<Param>,
+        formats: &Format,
     ) -> Result<Outcome, Box<ErrorInfo>> {
         self.statements
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -516,7 +519,7 @@ impl Connection {
         }
         self.active(1);
         let _active = Active(self);
-        self.execute_now(sql, class, params).await
+        self.execute_now(sql, class, params, formats).await
     }
 
     async fn execute_now(
@@ -524,6 +527,7 @@ impl Connection {
         sql: &str,
         class: &Class,
         params: Vec<Param>,
+        formats: &Format,
     ) -> Result<Outcome, Box<ErrorInfo>> {
         match class {
             Class::Begin => Ok(Outcome::Begin),
@@ -567,8 +571,8 @@ impl Connection {
                     return Ok(Outcome::CopyIn(columns));
                 }
                 let timeout = self.settings().statement_timeout();
-                let outcome = self
-                    .run(copy.query.clone(), params, timeout, false)
+                let (outcome, _) = self
+                    .run(copy.query.clone(), params, timeout, false, None)
                     .await
                     .map_err(engine_error)?;
                 Ok(Outcome::Copy(Box::new(copy), Box::new(outcome)))
@@ -580,8 +584,9 @@ impl Connection {
                     Rewritten::Empty(columns) => return Ok(Outcome::Text(columns, Vec::new())),
                 };
                 let timeout = self.settings().statement_timeout();
-                let outcome = self
-                    .run(sql, params, timeout, catalog)
+                let rows = matches!(class, Class::Rows).then_some(formats);
+                let (outcome, early) = self
+                    .run(sql, params, timeout, catalog, rows)
                     .await
                     .map_err(engine_error)?;
                 Ok(match class {
@@ -589,21 +594,23 @@ impl Connection {
                     Class::Command(tag) => {
                         Outcome::Done(outcome.command.unwrap_or_else(|| tag.clone()))
                     }
-                    _ => Outcome::Rows(Box::new(outcome)),
+                    _ => Outcome::Rows(Box::new(outcome), Box::new(early)),
                 })
             }
         }
     }
 
     /// Runs `sql` on the engine, stopped by `timeout` or by this future being dropped
-    /// (a cancel request, a client gone).
+    /// (a cancel request, a client gone); the result's first rows written in `rows`,
+    /// where given, while the rest are still scanned.
     async fn run(
         &self,
         sql: String,
         params: Vec<Param>,
         timeout: Option<Duration>,
         catalog: bool,
-    ) -> Result<QueryOutcome, EngineError> {
+        rows: Option<&Format>,
+    ) -> Result<(QueryOutcome, crate::rows::Early), EngineError> {
         let interrupt = Interrupt::new();
         let _stop_on_drop = FireOnDrop(interrupt.clone());
         // Seen by cancel requests, the shutdown and the watch for clients gone.
@@ -617,9 +624,16 @@ impl Connection {
             })
         });
         let use_cache = !catalog && self.settings().result_cache();
+        let mut early = rows.map(crate::rows::Early::new).unwrap_or_default();
         let result = self
             .with_session(|session| {
-                let outcome = session.query_until(&sql, params, use_cache, &interrupt);
+                let outcome = session.query_each(
+                    &sql,
+                    params,
+                    use_cache,
+                    &interrupt,
+                    &mut |restart, batch| early.push(restart, batch),
+                );
                 if catalog {
                     // The catalog is computed when scanned: its plans must not outlive
                     // the tables they listed.
@@ -647,7 +661,7 @@ impl Connection {
                 "slow statement"
             );
         }
-        result
+        result.map(|outcome| (outcome, early))
     }
 
     /// Moves the engine's session zone: to `zone`, or back to the startup value or the
@@ -748,7 +762,7 @@ impl Outcome {
                     .collect();
                 Response::CopyOut(copy.response(&names, &outcome.result.batches))
             }
-            Outcome::Rows(outcome) => {
+            Outcome::Rows(outcome, early) => {
                 if let Some(plan) = &outcome.explain {
                     let lines: Vec<Vec<String>> =
                         plan.lines().map(|l| vec![l.to_owned()]).collect();
@@ -759,7 +773,7 @@ impl Outcome {
                 }
                 let result = &outcome.result;
                 let fields = rows::fields(&result.schema, formats);
-                let mut r = rows::response(fields, result.batches.clone());
+                let mut r = rows::response(fields, result.batches.clone(), *early);
                 r.set_command_tag("SELECT");
                 Response::Query(r)
             }

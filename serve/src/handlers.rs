@@ -359,7 +359,11 @@ impl SimpleQueryHandler for Handler {
         let mut responses = Vec::with_capacity(statements.len());
         for sql in statements {
             let class = classify(sql);
-            let response = match self.0.execute(sql, &class, Vec::new()).await {
+            let response = match self
+                .0
+                .execute(sql, &class, Vec::new(), &Format::UnifiedText)
+                .await
+            {
                 Ok(outcome) => outcome.into_response(&Format::UnifiedText),
                 Err(e) => Response::Error(e),
             };
@@ -538,13 +542,20 @@ impl ExtendedQueryHandler for Handler {
             Ok(p) => p,
             Err(e) => return Ok(Response::Error(e)),
         };
-        Ok(match self.0.execute(&stmt.sql, &stmt.class, params).await {
-            Ok(outcome) => outcome.into_response(&portal.result_column_format),
-            Err(e) => {
-                log_error(&self.0, &e, &stmt.sql);
-                Response::Error(e)
-            }
-        })
+        let formats = &portal.result_column_format;
+        Ok(
+            match self
+                .0
+                .execute(&stmt.sql, &stmt.class, params, formats)
+                .await
+            {
+                Ok(outcome) => outcome.into_response(&portal.result_column_format),
+                Err(e) => {
+                    log_error(&self.0, &e, &stmt.sql);
+                    Response::Error(e)
+                }
+            },
+        )
     }
 }
 

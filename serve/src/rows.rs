@@ -13,6 +13,8 @@ use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 use pgwire::messages::data::DataRow;
 
+use ringscan_executor::engine::Restart;
+
 use crate::encode::Cells;
 use crate::text::pg_type;
 
@@ -138,18 +140,99 @@ pub(crate) fn format_for(formats: &Format, i: usize) -> FieldFormat {
     }
 }
 
-/// The rows of `batches` under `fields` (one per column, in order), written a batch at
-/// a time as the client's connection takes them.
-pub(crate) fn response(fields: Vec<FieldInfo>, batches: Vec<RecordBatch>) -> QueryResponse {
+/// The rows of `batches` under `fields` (one per column, in order): those `early`
+/// holds as it wrote them, the rest written a batch at a time as the client's
+/// connection takes them.
+pub(crate) fn response(
+    fields: Vec<FieldInfo>,
+    batches: Vec<RecordBatch>,
+    early: Early,
+) -> QueryResponse {
     let binary: Vec<bool> = fields
         .iter()
         .map(|f| f.format() == FieldFormat::Binary)
         .collect();
-    let rows = batches
+    let (written, rest) = early
+        .into_rows(&batches, &binary)
+        .unwrap_or((Vec::new(), 0));
+    let rows = written
         .into_iter()
-        .flat_map(move |batch| data_rows(&batch, &binary))
+        .chain(
+            batches
+                .into_iter()
+                .skip(rest)
+                .flat_map(move |batch| data_rows(&batch, &binary)),
+        )
         .map(Ok);
     QueryResponse::new(Arc::new(fields), stream::iter(rows))
+}
+
+/// Data rows written while the query still ran ([`SqlSession::query_each`]): the
+/// first batches of the result, up to [`EARLY_BYTES`] of rows (past that, the rest are
+/// written as the client takes them, as they always were: a huge result is not held
+/// twice whole).
+///
+/// [`SqlSession::query_each`]: ringscan_executor::engine::SqlSession::query_each
+#[derive(Default)]
+pub(crate) struct Early {
+    /// Column `c` in binary where `binary[c]` (as the portal's formats say).
+    binary: Vec<bool>,
+    formats: Option<Format>,
+    rows: Vec<DataRow>,
+    /// The result's batches `rows` holds, from its first.
+    batches: usize,
+    bytes: usize,
+    full: bool,
+    /// Bytes past which no more are written ([`EARLY_BYTES`]).
+    limit: usize,
+}
+
+/// Bytes of data rows [`Early`] writes ahead at most.
+const EARLY_BYTES: usize = 64 << 20;
+
+impl Early {
+    /// Rows to write in `formats` as batches come.
+    pub(crate) fn new(formats: &Format) -> Self {
+        Self {
+            formats: Some(formats.clone()),
+            limit: EARLY_BYTES,
+            ..Self::default()
+        }
+    }
+
+    /// Writes the rows of `batch`, the next of the result (`restart`: its first).
+    pub(crate) fn push(&mut self, restart: Restart, batch: &RecordBatch) {
+        let Some(formats) = &self.formats else {
+            return;
+        };
+        if restart == Restart::Yes {
+            self.rows.clear();
+            self.batches = 0;
+            self.bytes = 0;
+            self.full = false;
+            self.binary = (0..batch.num_columns())
+                .map(|i| format_for(formats, i) == FieldFormat::Binary)
+                .collect();
+        }
+        if self.full || self.bytes >= self.limit {
+            self.full = true;
+            return;
+        }
+        let rows = data_rows(batch, &self.binary);
+        self.bytes += rows.iter().map(|r| r.data.len()).sum::<usize>();
+        self.rows.extend(rows);
+        self.batches += 1;
+    }
+
+    /// The rows written and how many of `batches` (the result they were written of)
+    /// they are, when they are its first and in `binary`; `None` (write them all
+    /// anew) otherwise.
+    fn into_rows(self, batches: &[RecordBatch], binary: &[bool]) -> Option<(Vec<DataRow>, usize)> {
+        let covered = batches.get(..self.batches)?;
+        let rows: usize = covered.iter().map(RecordBatch::num_rows).sum();
+        (self.batches > 0 && self.binary == binary && rows == self.rows.len())
+            .then_some((self.rows, self.batches))
+    }
 }
 
 /// Bytes the rows of a batch are written into before the buffer is renewed: each row
@@ -208,6 +291,61 @@ fn put_len(out: &mut BytesMut, len: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rows of a response: those written early, then the rest, equal to every
+    /// batch's rows written anew, whatever was written early (all, some, none, rows of
+    /// an attempt started over, rows in other formats).
+    #[test]
+    fn early_rows_and_the_rest_are_the_result_s_rows_once_in_order() {
+        use arrow_array::{ArrayRef, Int64Array, StringArray};
+        use futures::StreamExt;
+        let batch = |from: i64, n: i64| {
+            let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(from..from + n));
+            let names: ArrayRef = Arc::new(StringArray::from_iter_values(
+                (from..from + n).map(|i| format!("name {i}")),
+            ));
+            RecordBatch::try_from_iter([("id", ids), ("name", names)]).unwrap()
+        };
+        let batches: Vec<RecordBatch> = (0..5).map(|b| batch(b * 100, 30 + b)).collect();
+        let formats = Format::Individual(vec![1, 0]);
+        let fields = fields(&batches[0].schema(), &formats);
+        let binary = [true, false];
+        let want: Vec<DataRow> = batches.iter().flat_map(|b| data_rows(b, &binary)).collect();
+        let rows_of = |early: Early| -> Vec<DataRow> {
+            let mut r = response(fields.clone(), batches.clone(), early);
+            futures::executor::block_on(r.data_rows().map(Result::unwrap).collect())
+        };
+        let same = |got: Vec<DataRow>, what: &str| {
+            assert_eq!(got.len(), want.len(), "{what}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!((&g.data, g.field_count), (&w.data, w.field_count), "{what}");
+            }
+        };
+        for limit in [0, 1, 600, 1500, usize::MAX] {
+            let mut early = Early::new(&formats);
+            early.limit = limit;
+            // An attempt that handed over a stray batch, then the result from its first.
+            early.push(Restart::Yes, &batch(9_000, 7));
+            for (i, b) in batches.iter().enumerate() {
+                early.push(if i == 0 { Restart::Yes } else { Restart::No }, b);
+            }
+            let written = early.batches;
+            match limit {
+                0 => assert_eq!(written, 0),
+                usize::MAX => assert_eq!(written, batches.len()),
+                _ => assert!((1..batches.len()).contains(&written), "{written}"),
+            }
+            same(
+                rows_of(early),
+                &format!("written ahead up to {limit} bytes"),
+            );
+        }
+        // Written in other formats, or none at all: every row anew.
+        let mut text = Early::new(&Format::UnifiedText);
+        text.push(Restart::Yes, &batches[0]);
+        same(rows_of(text), "written in text");
+        same(rows_of(Early::default()), "none written");
+    }
 
     #[test]
     fn unnamed_expressions_get_postgresql_names() {

@@ -47,8 +47,9 @@ use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
 use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
-use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::physical_plan::{execute_stream, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::StreamExt;
 use ringscan_ipc::client::{ensure_daemon, ClientError};
 use ringscan_ipc::msg::ScanSummary;
 
@@ -176,6 +177,17 @@ impl Default for EngineOptions {
             time_zone: "UTC".into(),
         }
     }
+}
+
+/// Whether a batch handed to [`SqlSession::query_each`]'s `each` starts the result
+/// over: the first of an attempt (the batches of an attempt before it, if any, are not
+/// the result's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// The first batch of an attempt: forget those handed over before it.
+    Yes,
+    /// The next batch of the same attempt.
+    No,
 }
 
 /// Half of the machine's memory (1 GiB when it cannot be read).
@@ -884,9 +896,26 @@ impl SqlSession {
         use_result_cache: bool,
         interrupt: &Interrupt,
     ) -> Result<QueryOutcome, EngineError> {
+        self.query_each(sql, params, use_result_cache, interrupt, &mut |_, _| {})
+    }
+
+    /// [`Self::query_until`], handing `each` every batch of the result as it comes, in
+    /// order (the caller's thread polls the query: whatever `each` does, the daemon's
+    /// scan goes on meanwhile): a host formats rows for the wire while the rest are
+    /// still scanned. A result that fails or is interrupted after some batches were
+    /// handed over is an error all the same; a statement run again for its own error
+    /// (literals as parameters refused) hands its batches over again from the first.
+    pub fn query_each(
+        &mut self,
+        sql: &str,
+        params: Vec<ScalarValue>,
+        use_result_cache: bool,
+        interrupt: &Interrupt,
+        each: &mut dyn FnMut(Restart, &RecordBatch),
+    ) -> Result<QueryOutcome, EngineError> {
         if params.is_empty() {
             if let Some((text, values)) = self.parameterized(sql) {
-                match self.run(&text, values, use_result_cache, interrupt, true) {
+                match self.run(&text, values, use_result_cache, interrupt, true, each) {
                     Err(EngineError::Interrupted(reason)) => {
                         return Err(EngineError::Interrupted(reason))
                     }
@@ -896,7 +925,7 @@ impl SqlSession {
                 }
             }
         }
-        self.run(sql, params, use_result_cache, interrupt, false)
+        self.run(sql, params, use_result_cache, interrupt, false, each)
     }
 
     /// [`Self::query_until`] of `sql` as given; `own_literals`: its parameters are a
@@ -910,8 +939,15 @@ impl SqlSession {
         use_result_cache: bool,
         interrupt: &Interrupt,
         own_literals: bool,
+        each: &mut dyn FnMut(Restart, &RecordBatch),
     ) -> Result<QueryOutcome, EngineError> {
         let start = Instant::now();
+        // Whatever an earlier attempt handed over does not count.
+        let mut restart = Restart::Yes;
+        let mut each = |batch: &RecordBatch| {
+            each(restart, batch);
+            restart = Restart::No;
+        };
         if write::may_be_ddl(sql) {
             if let Some(outcome) = self.run_ddl(sql, start)? {
                 return Ok(outcome);
@@ -954,6 +990,7 @@ impl SqlSession {
                 )
             });
         if let Some(result) = key.as_ref().and_then(|k| self.results.get(k)) {
+            result.batches.iter().for_each(&mut each);
             return Ok(QueryOutcome {
                 result,
                 explain: None,
@@ -994,7 +1031,24 @@ impl SqlSession {
         if let Some(reason) = interrupt.reason() {
             return Err(EngineError::Interrupted(reason));
         }
-        let running = Box::pin(collect(Arc::clone(&physical), task));
+        // The result's instants in the session zone, whatever zone an expression left
+        // them in; batch by batch, each handed over as it comes.
+        let schema = crate::zone::zoned_schema(&physical.schema(), &zone);
+        let relabel = !Arc::ptr_eq(&schema, &physical.schema());
+        let running = Box::pin(async {
+            let mut stream = execute_stream(Arc::clone(&physical), task)?;
+            let mut batches = Vec::new();
+            while let Some(batch) = stream.next().await {
+                let batch = if relabel {
+                    crate::zone::zoned_batch(&schema, batch?)?
+                } else {
+                    batch?
+                };
+                each(&batch);
+                batches.push(batch);
+            }
+            Ok::<_, DataFusionError>(batches)
+        });
         let stopped = Box::pin(interrupt.fired());
         let batches = match self.wait(futures::future::select(running, stopped)) {
             futures::future::Either::Left((Err(e), _)) if writes => {
@@ -1018,9 +1072,6 @@ impl SqlSession {
                 summary.row_groups_considered += stats.row_group_count;
             }
         }
-        // Instants print in the session zone whatever zone an expression left them in.
-        let (schema, batches) = crate::zone::zoned_batches(&physical.schema(), batches, &zone)
-            .map_err(DataFusionError::from)?;
         let rows = batches.iter().map(RecordBatch::num_rows).sum();
         if is_explain {
             return Ok(QueryOutcome {
