@@ -364,6 +364,30 @@ fn put_timestamp(us: i64, out: &mut BytesMut) -> bool {
 /// fixed notation in both (1e-4 up to 1e15, and zero), the reference elsewhere.
 fn put_float8(v: f64, out: &mut BytesMut) {
     let a = v.abs();
+    // Prices and amounts in cents: a value that two decimals write exactly (the
+    // decimal read back is the same double) has no shorter form than those digits
+    // (below 1e13 neighbouring doubles are much closer than 0.01 apart), which is what
+    // Ryu finds too, at a tenth of the work.
+    if (0.01..1e13).contains(&a) {
+        let cents = (v * 100.0).round();
+        if cents / 100.0 == v {
+            let cents = cents as i64;
+            if cents < 0 {
+                out.put_u8(b'-');
+            }
+            let (whole, frac) = (cents.unsigned_abs() / 100, cents.unsigned_abs() % 100);
+            put_int(whole, out);
+            if frac != 0 {
+                let digits = [b'.', b'0' + (frac / 10) as u8, b'0' + (frac % 10) as u8];
+                out.put_slice(if frac % 10 == 0 {
+                    &digits[..2]
+                } else {
+                    &digits
+                });
+            }
+            return;
+        }
+    }
     if v.is_finite() && (a == 0.0 || (1e-4..1e15).contains(&a)) {
         let mut buffer = ryu::Buffer::new();
         let s = buffer.format_finite(v);
@@ -471,6 +495,48 @@ mod tests {
                     assert_eq!(row.data, want, "{} row {i} of a slice", a.data_type());
                 }
             }
+        }
+    }
+
+    /// The cents fast path of `put_float8` against the reference over many values of
+    /// at most two decimals (and their neighbours, which it must leave to Ryu), from
+    /// 0.01 to 1e13 and past both ends.
+    #[test]
+    fn doubles_in_cents_are_written_as_the_reference_writes_them() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut values = vec![
+            0.01,
+            0.1,
+            0.015,
+            0.005,
+            1e13,
+            1e13 - 0.01,
+            9_999_999_999_999.99,
+        ];
+        for _ in 0..100_000 {
+            let magnitude = 10f64.powi((next() % 17) as i32 - 2);
+            let cents = (next() % 10_000) as f64 / 100.0;
+            let v = (magnitude * cents * 100.0).round() / 100.0;
+            values.push(v);
+            values.push(-v);
+            values.push(f64::from_bits(v.to_bits() + 1));
+            values.push(v + 0.001);
+        }
+        for v in values {
+            let mut got = BytesMut::new();
+            put_float8(v, &mut got);
+            assert_eq!(
+                std::str::from_utf8(&got).unwrap(),
+                text::float8(v),
+                "{v:e} (bits {:#x})",
+                v.to_bits()
+            );
         }
     }
 
