@@ -157,7 +157,11 @@ pub(crate) fn filter_with(
             }
         }
         let stats = BloomStats {
-            inner: RowGroupStats { columns, row_group },
+            inner: RowGroupStats {
+                columns,
+                meta,
+                index: g,
+            },
             filters,
         };
         if evaluate(pred, &stats).can_be_true() {

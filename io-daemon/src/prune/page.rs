@@ -144,7 +144,8 @@ pub(crate) fn filter(
     })?;
     let rg_stats = RowGroupStats {
         columns,
-        row_group: rg,
+        meta,
+        index: row_group,
     };
     let invalid = |column: &str, reason: String| PruneError::InvalidPageIndex {
         file: file.to_owned(),

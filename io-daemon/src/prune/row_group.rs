@@ -1,9 +1,9 @@
 //! Row-group pruning with column-chunk statistics.
 
-use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
+use parquet::file::metadata::ParquetMetaData;
 use ringscan_ipc::scan_data::{CmpOp, Literal, Predicate};
 
-use super::column::{range_from_statistics, ColumnMap};
+use super::column::ColumnMap;
 use super::eval::{evaluate, Outcomes, Stats};
 use super::range::ColumnRange;
 
@@ -22,23 +22,19 @@ pub struct RowGroupPruning {
 #[derive(Debug)]
 pub(crate) struct RowGroupStats<'a> {
     pub(crate) columns: &'a ColumnMap,
-    pub(crate) row_group: &'a RowGroupMetaData,
+    pub(crate) meta: &'a ParquetMetaData,
+    pub(crate) index: usize,
 }
 
 impl RowGroupStats<'_> {
     pub(crate) fn num_rows(&self) -> Option<u64> {
-        u64::try_from(self.row_group.num_rows()).ok()
+        u64::try_from(self.meta.row_group(self.index).num_rows()).ok()
     }
 
     /// The range of `column`, `None` when the file has no usable leaf of that name.
-    pub(crate) fn range(&self, column: &str) -> Option<ColumnRange> {
+    pub(crate) fn range(&self, column: &str) -> Option<&ColumnRange> {
         let leaf = self.columns.get(column)?;
-        let chunk = self.row_group.columns().get(leaf.index)?;
-        Some(range_from_statistics(
-            leaf,
-            chunk.statistics(),
-            self.num_rows(),
-        ))
+        self.columns.chunk_range(self.meta, leaf, self.index)
     }
 }
 
@@ -75,8 +71,11 @@ pub(crate) fn row_group_outcomes(
     pred: &Predicate,
     index: usize,
 ) -> Outcomes {
-    let row_group = meta.row_group(index);
-    let stats = RowGroupStats { columns, row_group };
+    let stats = RowGroupStats {
+        columns,
+        meta,
+        index,
+    };
     if stats.num_rows() == Some(0) {
         return Outcomes::NONE;
     }
