@@ -500,13 +500,14 @@ impl Connection {
     }
 
     /// Runs one statement of class `class` with `params` as its `$1`, `$2`..., its
-    /// rows in `formats`.
+    /// rows in `formats`; `whole`: the client takes them all at once (no row limit).
     pub(crate) async fn execute(
         &self,
         sql: &str,
         class: &Class,
         params: Vec<Param>,
         formats: &Format,
+        whole: bool,
     ) -> Result<Outcome, Box<ErrorInfo>> {
         self.statements
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -519,7 +520,7 @@ impl Connection {
         }
         self.active(1);
         let _active = Active(self);
-        self.execute_now(sql, class, params, formats).await
+        self.execute_now(sql, class, params, formats, whole).await
     }
 
     async fn execute_now(
@@ -528,6 +529,7 @@ impl Connection {
         class: &Class,
         params: Vec<Param>,
         formats: &Format,
+        whole: bool,
     ) -> Result<Outcome, Box<ErrorInfo>> {
         match class {
             Class::Begin => Ok(Outcome::Begin),
@@ -584,7 +586,7 @@ impl Connection {
                     Rewritten::Empty(columns) => return Ok(Outcome::Text(columns, Vec::new())),
                 };
                 let timeout = self.settings().statement_timeout();
-                let rows = matches!(class, Class::Rows).then_some(formats);
+                let rows = matches!(class, Class::Rows).then_some((formats, whole));
                 let (outcome, early) = self
                     .run(sql, params, timeout, catalog, rows)
                     .await
@@ -609,7 +611,7 @@ impl Connection {
         params: Vec<Param>,
         timeout: Option<Duration>,
         catalog: bool,
-        rows: Option<&Format>,
+        rows: Option<(&Format, bool)>,
     ) -> Result<(QueryOutcome, crate::rows::Early), EngineError> {
         let interrupt = Interrupt::new();
         let _stop_on_drop = FireOnDrop(interrupt.clone());
@@ -624,7 +626,9 @@ impl Connection {
             })
         });
         let use_cache = !catalog && self.settings().result_cache();
-        let mut early = rows.map(crate::rows::Early::new).unwrap_or_default();
+        let mut early = rows
+            .map(|(formats, whole)| crate::rows::Early::new(formats, whole))
+            .unwrap_or_default();
         let result = self
             .with_session(|session| {
                 let outcome = session.query_each(

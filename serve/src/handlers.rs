@@ -361,7 +361,7 @@ impl SimpleQueryHandler for Handler {
             let class = classify(sql);
             let response = match self
                 .0
-                .execute(sql, &class, Vec::new(), &Format::UnifiedText)
+                .execute(sql, &class, Vec::new(), &Format::UnifiedText, true)
                 .await
             {
                 Ok(outcome) => outcome.into_response(&Format::UnifiedText),
@@ -528,7 +528,7 @@ impl ExtendedQueryHandler for Handler {
         &self,
         _client: &mut C,
         portal: &Portal<Statement>,
-        _max_rows: usize,
+        max_rows: usize,
     ) -> PgWireResult<Response>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -546,7 +546,7 @@ impl ExtendedQueryHandler for Handler {
         Ok(
             match self
                 .0
-                .execute(&stmt.sql, &stmt.class, params, formats)
+                .execute(&stmt.sql, &stmt.class, params, formats, max_rows == 0)
                 .await
             {
                 Ok(outcome) => outcome.into_response(&portal.result_column_format),

@@ -39,6 +39,7 @@ pub mod copy_in;
 mod encode;
 mod handlers;
 mod metrics;
+mod packed;
 mod rewrite;
 mod rows;
 mod scram;

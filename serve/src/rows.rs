@@ -16,6 +16,7 @@ use pgwire::messages::data::DataRow;
 use ringscan_executor::engine::Restart;
 
 use crate::encode::Cells;
+use crate::packed::{pack_count, PACK_ROWS};
 use crate::text::pg_type;
 
 /// The column name PostgreSQL would give: DataFusion names an unnamed expression by
@@ -152,17 +153,19 @@ pub(crate) fn response(
         .iter()
         .map(|f| f.format() == FieldFormat::Binary)
         .collect();
+    let packed = early.packed;
     let (written, rest) = early
         .into_rows(&batches, &binary)
         .unwrap_or((Vec::new(), 0));
     let rows = written
         .into_iter()
-        .chain(
-            batches
-                .into_iter()
-                .skip(rest)
-                .flat_map(move |batch| data_rows(&batch, &binary)),
-        )
+        .chain(batches.into_iter().skip(rest).flat_map(move |batch| {
+            if packed {
+                packed_rows(&batch, &binary)
+            } else {
+                data_rows(&batch, &binary)
+            }
+        }))
         .map(Ok);
     QueryResponse::new(Arc::new(fields), stream::iter(rows))
 }
@@ -178,6 +181,8 @@ pub(crate) struct Early {
     /// Column `c` in binary where `binary[c]` (as the portal's formats say).
     binary: Vec<bool>,
     formats: Option<Format>,
+    /// The client takes the result whole: rows go in packs (see `packed`).
+    packed: bool,
     rows: Vec<DataRow>,
     /// The result's batches `rows` holds, from its first.
     batches: usize,
@@ -191,10 +196,12 @@ pub(crate) struct Early {
 const EARLY_BYTES: usize = 64 << 20;
 
 impl Early {
-    /// Rows to write in `formats` as batches come.
-    pub(crate) fn new(formats: &Format) -> Self {
+    /// Rows to write in `formats` as batches come; `whole`: the client takes them all
+    /// at once (no row limit), so they go in packs.
+    pub(crate) fn new(formats: &Format, whole: bool) -> Self {
         Self {
             formats: Some(formats.clone()),
+            packed: whole,
             limit: EARLY_BYTES,
             ..Self::default()
         }
@@ -218,7 +225,11 @@ impl Early {
             self.full = true;
             return;
         }
-        let rows = data_rows(batch, &self.binary);
+        let rows = if self.packed {
+            packed_rows(batch, &self.binary)
+        } else {
+            data_rows(batch, &self.binary)
+        };
         self.bytes += rows.iter().map(|r| r.data.len()).sum::<usize>();
         self.rows.extend(rows);
         self.batches += 1;
@@ -230,7 +241,15 @@ impl Early {
     fn into_rows(self, batches: &[RecordBatch], binary: &[bool]) -> Option<(Vec<DataRow>, usize)> {
         let covered = batches.get(..self.batches)?;
         let rows: usize = covered.iter().map(RecordBatch::num_rows).sum();
-        (self.batches > 0 && self.binary == binary && rows == self.rows.len())
+        let written: usize = self
+            .rows
+            .iter()
+            .map(|r| match r.field_count {
+                n if n < 0 => usize::from(n.unsigned_abs()),
+                _ => 1,
+            })
+            .sum();
+        (self.batches > 0 && self.binary == binary && rows == written)
             .then_some((self.rows, self.batches))
     }
 }
@@ -266,6 +285,40 @@ pub(crate) fn data_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> {
     rows
 }
 
+/// The data rows of `batch` in packs of at most [`PACK_ROWS`] rows (see `packed`):
+/// for a result the client takes whole.
+pub(crate) fn packed_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> {
+    let columns: Vec<Cells<'_>> = batch
+        .columns()
+        .iter()
+        .zip(binary)
+        .map(|(c, &binary)| Cells::new(c.as_ref(), binary))
+        .collect();
+    let count = i16::try_from(columns.len()).unwrap_or(i16::MAX);
+    let n = batch.num_rows();
+    let mut packs = Vec::with_capacity(n.div_ceil(PACK_ROWS));
+    let mut start = 0;
+    while start < n {
+        let end = (start + PACK_ROWS).min(n);
+        let known: usize = columns.iter().map(|c| c.bytes(start..end)).sum();
+        let mut buf = BytesMut::with_capacity(known + 7 * (end - start));
+        for i in start..end {
+            let at = buf.len();
+            buf.put_u8(b'D');
+            buf.put_i32(0);
+            buf.put_i16(count);
+            for column in &columns {
+                column.put(i, &mut buf);
+            }
+            let len = i32::try_from(buf.len() - at - 1).unwrap_or(i32::MAX);
+            buf[at + 1..at + 5].copy_from_slice(&len.to_be_bytes());
+        }
+        packs.push(DataRow::new(buf, pack_count(end - start)));
+        start = end;
+    }
+    packs
+}
+
 /// Rows of text cells (`SHOW`, `EXPLAIN`): one per line of `lines`, each a row of its
 /// cells.
 pub(crate) fn text_response(fields: Vec<FieldInfo>, lines: &[Vec<String>]) -> QueryResponse {
@@ -292,9 +345,26 @@ fn put_len(out: &mut BytesMut, len: usize) {
 mod tests {
     use super::*;
 
+    /// The bytes a client receives for `rows` (packs unframed, as `packed::Unpack`
+    /// passes them on).
+    fn wire(rows: &[DataRow]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in rows {
+            if r.field_count < 0 {
+                out.extend_from_slice(&r.data);
+            } else {
+                out.push(b'D');
+                out.extend_from_slice(&(r.data.len() as u32 + 6).to_be_bytes());
+                out.extend_from_slice(&r.field_count.to_be_bytes());
+                out.extend_from_slice(&r.data);
+            }
+        }
+        out
+    }
+
     /// The rows of a response: those written early, then the rest, equal to every
-    /// batch's rows written anew, whatever was written early (all, some, none, rows of
-    /// an attempt started over, rows in other formats).
+    /// batch's rows written anew one by one, whatever was written early (all, some,
+    /// none, rows of an attempt started over, rows in other formats), in packs or not.
     #[test]
     fn early_rows_and_the_rest_are_the_result_s_rows_once_in_order() {
         use arrow_array::{ArrayRef, Int64Array, StringArray};
@@ -306,45 +376,52 @@ mod tests {
             ));
             RecordBatch::try_from_iter([("id", ids), ("name", names)]).unwrap()
         };
-        let batches: Vec<RecordBatch> = (0..5).map(|b| batch(b * 100, 30 + b)).collect();
+        // One batch past a pack's rows.
+        let mut batches: Vec<RecordBatch> = (0..5).map(|b| batch(b * 100, 30 + b)).collect();
+        batches.push(batch(10_000, PACK_ROWS as i64 * 2 + 5));
         let formats = Format::Individual(vec![1, 0]);
         let fields = fields(&batches[0].schema(), &formats);
         let binary = [true, false];
-        let want: Vec<DataRow> = batches.iter().flat_map(|b| data_rows(b, &binary)).collect();
+        let one_by_one: Vec<DataRow> = batches.iter().flat_map(|b| data_rows(b, &binary)).collect();
+        let want = wire(&one_by_one);
         let rows_of = |early: Early| -> Vec<DataRow> {
             let mut r = response(fields.clone(), batches.clone(), early);
             futures::executor::block_on(r.data_rows().map(Result::unwrap).collect())
         };
-        let same = |got: Vec<DataRow>, what: &str| {
-            assert_eq!(got.len(), want.len(), "{what}");
-            for (g, w) in got.iter().zip(&want) {
-                assert_eq!((&g.data, g.field_count), (&w.data, w.field_count), "{what}");
+        for packed in [false, true] {
+            for limit in [0, 1, 600, 1500, usize::MAX] {
+                let mut early = Early::new(&formats, packed);
+                early.limit = limit;
+                // An attempt that handed over a stray batch, then the result from its
+                // first.
+                early.push(Restart::Yes, &batch(9_000, 7));
+                for (i, b) in batches.iter().enumerate() {
+                    early.push(if i == 0 { Restart::Yes } else { Restart::No }, b);
+                }
+                let written = early.batches;
+                match limit {
+                    0 => assert_eq!(written, 0),
+                    usize::MAX => assert_eq!(written, batches.len()),
+                    _ => assert!((1..batches.len()).contains(&written), "{written}"),
+                }
+                let got = rows_of(early);
+                assert_eq!(
+                    got.iter().any(|r| r.field_count < 0),
+                    packed,
+                    "packs where the client takes the rows whole"
+                );
+                assert!(got.iter().all(|r| r.field_count >= -(PACK_ROWS as i16)));
+                assert!(
+                    wire(&got) == want,
+                    "packed {packed}, written ahead up to {limit} bytes"
+                );
             }
-        };
-        for limit in [0, 1, 600, 1500, usize::MAX] {
-            let mut early = Early::new(&formats);
-            early.limit = limit;
-            // An attempt that handed over a stray batch, then the result from its first.
-            early.push(Restart::Yes, &batch(9_000, 7));
-            for (i, b) in batches.iter().enumerate() {
-                early.push(if i == 0 { Restart::Yes } else { Restart::No }, b);
-            }
-            let written = early.batches;
-            match limit {
-                0 => assert_eq!(written, 0),
-                usize::MAX => assert_eq!(written, batches.len()),
-                _ => assert!((1..batches.len()).contains(&written), "{written}"),
-            }
-            same(
-                rows_of(early),
-                &format!("written ahead up to {limit} bytes"),
-            );
         }
         // Written in other formats, or none at all: every row anew.
-        let mut text = Early::new(&Format::UnifiedText);
+        let mut text = Early::new(&Format::UnifiedText, false);
         text.push(Restart::Yes, &batches[0]);
-        same(rows_of(text), "written in text");
-        same(rows_of(Early::default()), "none written");
+        assert!(wire(&rows_of(text)) == want, "written in text");
+        assert!(wire(&rows_of(Early::default())) == want, "none written");
     }
 
     #[test]

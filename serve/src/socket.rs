@@ -111,25 +111,28 @@ pub(crate) struct Coalescing {
     /// Bytes not yet written: `out[sent..]`.
     out: Vec<u8>,
     sent: usize,
-    /// Where the next message's header starts in `out` (past its end while a message
-    /// is only partly there).
-    next_message: usize,
-    /// The type of the last message that started in `out`.
-    last_type: u8,
+    /// The messages passed into `out` (packs of data rows unframed: see `packed`).
+    messages: Unpack,
+    /// Before the startup message: the answers to encryption requests are single
+    /// bytes, not messages, and pass as they are.
+    negotiating: bool,
 }
 
 impl Coalescing {
     pub(crate) fn new(io: TcpStream) -> Self {
-        Self::over(Io::Plain(io))
+        let mut plain = Self::over(Io::Plain(io));
+        plain.negotiating = true;
+        plain
     }
 
+    /// Over a stream whose encryption is settled.
     fn over(io: Io) -> Self {
         Self {
             io,
             out: Vec::new(),
             sent: 0,
-            next_message: 0,
-            last_type: 0,
+            messages: Unpack::default(),
+            negotiating: false,
         }
     }
 
@@ -152,26 +155,10 @@ impl Coalescing {
                 Poll::Pending => return Poll::Pending,
             }
         }
-        // All out: start the buffer over, keeping the place of a message still coming.
-        self.next_message -= self.out.len().min(self.next_message);
+        // All out: start the buffer over.
         self.out.clear();
         self.sent = 0;
         Poll::Ready(Ok(()))
-    }
-
-    /// Notes the messages that `out` now holds the start of.
-    fn scan_messages(&mut self) {
-        while self.next_message + 5 <= self.out.len() {
-            let at = self.next_message;
-            self.last_type = self.out[at];
-            let len = u32::from_be_bytes([
-                self.out[at + 1],
-                self.out[at + 2],
-                self.out[at + 3],
-                self.out[at + 4],
-            ]);
-            self.next_message = at + 1 + len as usize;
-        }
     }
 }
 
@@ -208,15 +195,18 @@ impl AsyncWrite for Coalescing {
                 Poll::Pending => {}
             }
         }
-        this.out.extend_from_slice(buf);
-        this.scan_messages();
+        if this.negotiating {
+            this.out.extend_from_slice(buf);
+        } else {
+            this.messages.feed(buf, &mut this.out);
+        }
         Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let whole = this.next_message >= this.out.len();
-        if whole && deferrable(this.last_type) && this.pending() < FLUSH_BYTES {
+        let whole = this.messages.whole() && !this.negotiating;
+        if whole && deferrable(this.messages.last_type()) && this.pending() < FLUSH_BYTES {
             return Poll::Ready(Ok(()));
         }
         match this.poll_drain(cx) {
@@ -245,6 +235,7 @@ impl Drop for Coalescing {
 }
 
 use crate::handlers::{Handlers, Statement};
+use crate::packed::Unpack;
 
 type Socket = Framed<Coalescing, PgWireMessageServerCodec<Statement>>;
 
@@ -335,6 +326,7 @@ async fn negotiate(
             _ => break,
         }
     }
+    framed.get_mut().negotiating = false;
     Ok(Some(framed))
 }
 
@@ -490,6 +482,12 @@ mod tests {
         server.set_nonblocking(true).expect("nonblocking");
         runtime.block_on(async {
             let mut s = Coalescing::new(TcpStream::from_std(server).expect("tokio stream"));
+            // Before the startup message: an encryption request's one-byte answer
+            // leaves at once, as it is.
+            s.write_all(b"N").await.expect("write");
+            s.flush().await.expect("flush");
+            assert_eq!(received(&mut peer, Duration::from_secs(5)), b"N");
+            s.negotiating = false;
             let bind = message(b'2', b"");
             let row = message(b'D', &[0, 1, 0, 0, 0, 1, b'7']);
             let done = message(b'C', b"SELECT 1\0");

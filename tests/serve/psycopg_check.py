@@ -55,6 +55,10 @@ queries = [
     ("timestamptz", "SELECT count(*), min(ts) FROM ohlcv WHERE ts >= %s", (day,)),
     ("decimal", "SELECT count(*) FROM ohlcv WHERE close < %s", (decimal.Decimal("150.25"),)),
     ("bool and null", "SELECT %s AS b, %s AS n, 1 + 1", (True, None)),
+    # Every row: many packs of rows on their way out (the host hands a result the
+    # client takes whole to pgwire 1,024 rows at a time), counted right in the tag.
+    ("many rows", "SELECT symbol, ts, close, volume FROM ohlcv WHERE close > %s "
+     "ORDER BY ts, symbol", (0.0,)),
 ]
 duck_sql = lambda s: s.replace("%s", "?")
 
@@ -64,8 +68,19 @@ with psycopg.connect(dsn, autocommit=True) as conn:
             with conn.cursor(binary=binary) as cur:
                 cur.execute(sql, params)
                 got = cur.fetchall()
+                counted = (cur.rowcount, cur.statusmessage)
             want = duck.execute(duck_sql(sql), list(params)).fetchall()
             check_rows(f"{label} ({'binary' if binary else 'text'})", got, want)
+            assert counted == (len(want), f"SELECT {len(want)}"), f"{label}: {counted}"
+    # The same over the simple protocol (literals in the text).
+    label, sql, params = queries[-1]
+    with psycopg.ClientCursor(conn) as cur:
+        cur.execute(sql, params)
+        got = cur.fetchall()
+        counted = (cur.rowcount, cur.statusmessage)
+    want = duck.execute(duck_sql(sql), list(params)).fetchall()
+    check_rows(f"{label} (simple protocol)", got, want)
+    assert counted == (len(want), f"SELECT {len(want)}"), f"{label}: {counted}"
 
     # psycopg prepares a statement on the server after 5 executions; the 6th and later
     # run the named prepared statement.
