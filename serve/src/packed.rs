@@ -148,16 +148,18 @@ impl Unpack {
     }
 }
 
+/// A backend message of type `kind` with `body`, framed (for tests).
+#[cfg(test)]
+pub(crate) fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn message(kind: u8, body: &[u8]) -> Vec<u8> {
-        let mut m = vec![kind];
-        m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-        m.extend_from_slice(body);
-        m
-    }
 
     fn row(cells: &[&[u8]]) -> Vec<u8> {
         let mut body = (cells.len() as i16).to_be_bytes().to_vec();

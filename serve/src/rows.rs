@@ -258,8 +258,9 @@ impl Early {
 /// is split off it, sharing its allocation.
 const ROW_BUFFER: usize = 64 << 10;
 
-/// The data rows of `batch`, column `c` in binary where `binary[c]`.
-pub(crate) fn data_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> {
+/// The columns of `batch` ready to write, column `c` in binary where `binary[c]`, and
+/// a row's field count.
+fn cells<'a>(batch: &'a RecordBatch, binary: &[bool]) -> (Vec<Cells<'a>>, i16) {
     let columns: Vec<Cells<'_>> = batch
         .columns()
         .iter()
@@ -267,6 +268,12 @@ pub(crate) fn data_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> {
         .map(|(c, &binary)| Cells::new(c.as_ref(), binary))
         .collect();
     let count = i16::try_from(columns.len()).unwrap_or(i16::MAX);
+    (columns, count)
+}
+
+/// The data rows of `batch`, column `c` in binary where `binary[c]`.
+pub(crate) fn data_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> {
+    let (columns, count) = cells(batch, binary);
     let n = batch.num_rows();
     // The batch's rows in one allocation where their size is known (fixed widths and
     // strings), each row split off it.
@@ -288,13 +295,7 @@ pub(crate) fn data_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> {
 /// The data rows of `batch` in packs of at most [`PACK_ROWS`] rows (see `packed`):
 /// for a result the client takes whole.
 pub(crate) fn packed_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> {
-    let columns: Vec<Cells<'_>> = batch
-        .columns()
-        .iter()
-        .zip(binary)
-        .map(|(c, &binary)| Cells::new(c.as_ref(), binary))
-        .collect();
-    let count = i16::try_from(columns.len()).unwrap_or(i16::MAX);
+    let (columns, count) = cells(batch, binary);
     let n = batch.num_rows();
     let mut packs = Vec::with_capacity(n.div_ceil(PACK_ROWS));
     let mut start = 0;

@@ -440,13 +440,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
-
-    fn message(kind: u8, body: &[u8]) -> Vec<u8> {
-        let mut m = vec![kind];
-        m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::packed::message;
 
     /// What the peer has received so far, waiting at most `wait` for the first byte.
     fn received(peer: &mut std::net::TcpStream, wait: Duration) -> Vec<u8> {

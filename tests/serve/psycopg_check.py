@@ -62,25 +62,27 @@ queries = [
 ]
 duck_sql = lambda s: s.replace("%s", "?")
 
-with psycopg.connect(dsn, autocommit=True) as conn:
-    for binary in (False, True):
-        for label, sql, params in queries:
-            with conn.cursor(binary=binary) as cur:
-                cur.execute(sql, params)
-                got = cur.fetchall()
-                counted = (cur.rowcount, cur.statusmessage)
-            want = duck.execute(duck_sql(sql), list(params)).fetchall()
-            check_rows(f"{label} ({'binary' if binary else 'text'})", got, want)
-            assert counted == (len(want), f"SELECT {len(want)}"), f"{label}: {counted}"
-    # The same over the simple protocol (literals in the text).
-    label, sql, params = queries[-1]
-    with psycopg.ClientCursor(conn) as cur:
+
+
+def check_query(cursor, label, sql, params):
+    """Rows, row count and status of `sql` through `cursor` against DuckDB's."""
+    with cursor as cur:
         cur.execute(sql, params)
         got = cur.fetchall()
         counted = (cur.rowcount, cur.statusmessage)
     want = duck.execute(duck_sql(sql), list(params)).fetchall()
-    check_rows(f"{label} (simple protocol)", got, want)
+    check_rows(label, got, want)
     assert counted == (len(want), f"SELECT {len(want)}"), f"{label}: {counted}"
+
+
+with psycopg.connect(dsn, autocommit=True) as conn:
+    for binary in (False, True):
+        for label, sql, params in queries:
+            kind = "binary" if binary else "text"
+            check_query(conn.cursor(binary=binary), f"{label} ({kind})", sql, params)
+    # The same over the simple protocol (literals in the text).
+    label, sql, params = queries[-1]
+    check_query(psycopg.ClientCursor(conn), f"{label} (simple protocol)", sql, params)
 
     # psycopg prepares a statement on the server after 5 executions; the 6th and later
     # run the named prepared statement.
