@@ -631,13 +631,10 @@ impl Connection {
             .unwrap_or_default();
         let result = self
             .with_session(|session| {
-                let outcome = session.query_each(
-                    &sql,
-                    params,
-                    use_cache,
-                    &interrupt,
-                    &mut |restart, batch| early.push(restart, batch),
-                );
+                let outcome =
+                    session.query_each(&sql, params, use_cache, &interrupt, &mut |handed| {
+                        early.push(handed)
+                    });
                 if catalog {
                     // The catalog is computed when scanned: its plans must not outlive
                     // the tables they listed.

@@ -13,7 +13,7 @@ use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 use pgwire::messages::data::DataRow;
 
-use ringscan_executor::engine::Restart;
+use ringscan_executor::engine::Handed;
 
 use crate::encode::Cells;
 use crate::packed::{pack_count, PACK_ROWS};
@@ -207,16 +207,24 @@ impl Early {
         }
     }
 
-    /// Writes the rows of `batch`, the next of the result (`restart`: its first).
-    pub(crate) fn push(&mut self, restart: Restart, batch: &RecordBatch) {
+    /// Takes what the query hands over: writes the rows of the result's next batch,
+    /// or starts over.
+    pub(crate) fn push(&mut self, handed: Handed<'_>) {
         let Some(formats) = &self.formats else {
             return;
         };
-        if restart == Restart::Yes {
-            self.rows.clear();
-            self.batches = 0;
-            self.bytes = 0;
-            self.full = false;
+        let batch = match handed {
+            Handed::Start => {
+                self.rows.clear();
+                self.batches = 0;
+                self.bytes = 0;
+                self.full = false;
+                self.binary.clear();
+                return;
+            }
+            Handed::Batch(batch) => batch,
+        };
+        if self.batches == 0 && self.binary.is_empty() {
             self.binary = (0..batch.num_columns())
                 .map(|i| format_for(formats, i) == FieldFormat::Binary)
                 .collect();
@@ -395,9 +403,11 @@ mod tests {
                 early.limit = limit;
                 // An attempt that handed over a stray batch, then the result from its
                 // first.
-                early.push(Restart::Yes, &batch(9_000, 7));
-                for (i, b) in batches.iter().enumerate() {
-                    early.push(if i == 0 { Restart::Yes } else { Restart::No }, b);
+                early.push(Handed::Start);
+                early.push(Handed::Batch(&batch(9_000, 7)));
+                early.push(Handed::Start);
+                for b in &batches {
+                    early.push(Handed::Batch(b));
                 }
                 let written = early.batches;
                 match limit {
@@ -420,7 +430,8 @@ mod tests {
         }
         // Written in other formats, or none at all: every row anew.
         let mut text = Early::new(&Format::UnifiedText, false);
-        text.push(Restart::Yes, &batches[0]);
+        text.push(Handed::Start);
+        text.push(Handed::Batch(&batches[0]));
         assert!(wire(&rows_of(text)) == want, "written in text");
         assert!(wire(&rows_of(Early::default())) == want, "none written");
     }

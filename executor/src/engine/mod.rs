@@ -179,15 +179,14 @@ impl Default for EngineOptions {
     }
 }
 
-/// Whether a batch handed to [`SqlSession::query_each`]'s `each` starts the result
-/// over: the first of an attempt (the batches of an attempt before it, if any, are not
-/// the result's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Restart {
-    /// The first batch of an attempt: forget those handed over before it.
-    Yes,
-    /// The next batch of the same attempt.
-    No,
+/// What [`SqlSession::query_each`] hands its `each`.
+#[derive(Debug, Clone, Copy)]
+pub enum Handed<'a> {
+    /// An attempt at the statement starts: batches handed over before (by an attempt
+    /// that failed) are not the result's.
+    Start,
+    /// The result's next batch.
+    Batch(&'a RecordBatch),
 }
 
 /// Half of the machine's memory (1 GiB when it cannot be read).
@@ -896,7 +895,7 @@ impl SqlSession {
         use_result_cache: bool,
         interrupt: &Interrupt,
     ) -> Result<QueryOutcome, EngineError> {
-        self.query_each(sql, params, use_result_cache, interrupt, &mut |_, _| {})
+        self.query_each(sql, params, use_result_cache, interrupt, &mut |_| {})
     }
 
     /// [`Self::query_until`], handing `each` every batch of the result as it comes, in
@@ -911,7 +910,7 @@ impl SqlSession {
         params: Vec<ScalarValue>,
         use_result_cache: bool,
         interrupt: &Interrupt,
-        each: &mut dyn FnMut(Restart, &RecordBatch),
+        each: &mut dyn FnMut(Handed<'_>),
     ) -> Result<QueryOutcome, EngineError> {
         if params.is_empty() {
             if let Some((text, values)) = self.parameterized(sql) {
@@ -939,15 +938,12 @@ impl SqlSession {
         use_result_cache: bool,
         interrupt: &Interrupt,
         own_literals: bool,
-        each: &mut dyn FnMut(Restart, &RecordBatch),
+        each: &mut dyn FnMut(Handed<'_>),
     ) -> Result<QueryOutcome, EngineError> {
         let start = Instant::now();
         // Whatever an earlier attempt handed over does not count.
-        let mut restart = Restart::Yes;
-        let mut each = |batch: &RecordBatch| {
-            each(restart, batch);
-            restart = Restart::No;
-        };
+        each(Handed::Start);
+        let mut each = |batch: &RecordBatch| each(Handed::Batch(batch));
         if write::may_be_ddl(sql) {
             if let Some(outcome) = self.run_ddl(sql, start)? {
                 return Ok(outcome);
