@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use pgwire::api::portal::Format;
 use pgwire::api::results::{Response, Tag};
 use pgwire::api::ConnectionManager;
@@ -43,6 +44,9 @@ pub(crate) struct Shared {
     pub(crate) next_connection: std::sync::atomic::AtomicU64,
     /// Statements slower than this are logged.
     pub(crate) slow_statement: Duration,
+    /// A result the client takes whole is held up to this many bytes; past them, the
+    /// rest is read as it is sent ([`hold_bytes`]).
+    pub(crate) hold_bytes: usize,
     /// With a password, clients prove they know it (SCRAM-SHA-256).
     pub(crate) password: Option<crate::scram::Verifier>,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
@@ -99,14 +103,14 @@ pub(crate) struct RunningStatement {
 }
 
 /// A statement's entry in [`Shared::running`], removed when it ends.
-struct Running<'a> {
-    shared: &'a Shared,
+struct Running {
+    shared: Arc<Shared>,
     id: u64,
 }
 
-impl<'a> Running<'a> {
-    fn register(connection: &'a Connection, interrupt: &Interrupt) -> Self {
-        let shared = &*connection.shared;
+impl Running {
+    fn register(connection: &Connection, interrupt: &Interrupt) -> Self {
+        let shared = Arc::clone(&connection.shared);
         let id = shared.next_statement.fetch_add(1, Ordering::Relaxed);
         let statement = RunningStatement {
             interrupt: interrupt.clone(),
@@ -167,7 +171,7 @@ fn client_gone(peer: &std::net::TcpStream) -> Option<&'static str> {
     }
 }
 
-impl Drop for Running<'_> {
+impl Drop for Running {
     fn drop(&mut self) {
         self.shared
             .running
@@ -260,8 +264,13 @@ impl Drop for Connection {
 
 /// What a statement produced, before it is put in a format.
 pub(crate) enum Outcome {
-    /// A query's rows, the first of them written while it ran.
-    Rows(Box<QueryOutcome>, Box<crate::rows::Early>),
+    /// A query's rows, the first of them written while it ran, and the rest of them
+    /// still to read (a result past [`Shared::hold_bytes`]).
+    Rows(
+        Box<QueryOutcome>,
+        Box<crate::rows::Early>,
+        Option<Box<Rest>>,
+    ),
     /// A `COPY ... TO STDOUT`'s rows.
     Copy(Box<crate::copy::CopyOut>, Box<QueryOutcome>),
     /// A `COPY ... FROM STDIN` ready for the client's rows: its input columns.
@@ -500,7 +509,9 @@ impl Connection {
     }
 
     /// Runs one statement of class `class` with `params` as its `$1`, `$2`..., its
-    /// rows in `formats`; `whole`: the client takes them all at once (no row limit).
+    /// rows in `formats`; `whole`: the client takes them all as they come (no row
+    /// limit, nothing else run before they are sent), so they go in packs, and past
+    /// [`Shared::hold_bytes`] the rest is read as it is sent.
     pub(crate) async fn execute(
         &self,
         sql: &str,
@@ -573,7 +584,7 @@ impl Connection {
                     return Ok(Outcome::CopyIn(columns));
                 }
                 let timeout = self.settings().statement_timeout();
-                let (outcome, _) = self
+                let (outcome, _, _) = self
                     .run(copy.query.clone(), params, timeout, false, None)
                     .await
                     .map_err(engine_error)?;
@@ -587,7 +598,7 @@ impl Connection {
                 };
                 let timeout = self.settings().statement_timeout();
                 let rows = matches!(class, Class::Rows).then_some((formats, whole));
-                let (outcome, early) = self
+                let (outcome, early, rest) = self
                     .run(sql, params, timeout, catalog, rows)
                     .await
                     .map_err(engine_error)?;
@@ -596,7 +607,7 @@ impl Connection {
                     Class::Command(tag) => {
                         Outcome::Done(outcome.command.unwrap_or_else(|| tag.clone()))
                     }
-                    _ => Outcome::Rows(Box::new(outcome), Box::new(early)),
+                    _ => Outcome::Rows(Box::new(outcome), Box::new(early), rest.map(Box::new)),
                 })
             }
         }
@@ -612,11 +623,11 @@ impl Connection {
         timeout: Option<Duration>,
         catalog: bool,
         rows: Option<(&Format, bool)>,
-    ) -> Result<(QueryOutcome, crate::rows::Early), EngineError> {
+    ) -> Result<(QueryOutcome, crate::rows::Early, Option<Rest>), EngineError> {
         let interrupt = Interrupt::new();
-        let _stop_on_drop = FireOnDrop(interrupt.clone());
+        let stop_on_drop = FireOnDrop(interrupt.clone());
         // Seen by cancel requests, the shutdown and the watch for clients gone.
-        let _running = Running::register(self, &interrupt);
+        let running = Running::register(self, &interrupt);
         let started = std::time::Instant::now();
         let timer = timeout.map(|after| {
             let interrupt = interrupt.clone();
@@ -629,10 +640,14 @@ impl Connection {
         let mut early = rows
             .map(|(formats, whole)| crate::rows::Early::new(formats, whole))
             .unwrap_or_default();
+        // A result the client takes whole is sent as it comes past what is held.
+        let hold = rows
+            .filter(|&(_, whole)| whole)
+            .map(|_| self.shared.hold_bytes);
         let result = self
             .with_session(|session| {
                 let outcome =
-                    session.query_each(&sql, params, use_cache, &interrupt, &mut |handed| {
+                    session.query_each(&sql, params, use_cache, &interrupt, hold, &mut |handed| {
                         early.push(handed)
                     });
                 if catalog {
@@ -643,9 +658,17 @@ impl Connection {
                 outcome
             })
             .await;
-        if let Some(timer) = timer {
-            timer.abort();
-        }
+        let (result, unread) = match result {
+            Ok((outcome, unread)) => (Ok(outcome), unread),
+            Err(e) => (Err(e), None),
+        };
+        // A result still being read keeps the statement's guards until it ends: its
+        // timeout, its entry for cancel requests, its stop when dropped.
+        let timer = timer.map(AbortOnDrop);
+        let rest = unread.map(|unread| Rest {
+            unread,
+            _guards: (timer, running, stop_on_drop),
+        });
         let took = started.elapsed();
         let outcome = match &result {
             Ok(_) => crate::metrics::Outcome::Ok,
@@ -662,7 +685,7 @@ impl Connection {
                 "slow statement"
             );
         }
-        result.map(|outcome| (outcome, early))
+        result.map(|outcome| (outcome, early, rest))
     }
 
     /// Moves the engine's session zone: to `zone`, or back to the startup value or the
@@ -725,6 +748,31 @@ pub(crate) fn one_line(sql: &str) -> String {
     }
 }
 
+/// The rest of a result read as it is sent (past [`Shared::hold_bytes`]), with its
+/// statement's guards.
+pub(crate) struct Rest {
+    pub(crate) unread: ringscan_executor::engine::Rest,
+    _guards: (Option<AbortOnDrop>, Running, FireOnDrop),
+}
+
+/// Bytes of a result held before the rest is read as it is sent:
+/// `RINGSCAN_HOLD_BYTES` (tests set it low), else 8 MiB.
+pub(crate) fn hold_bytes() -> usize {
+    std::env::var("RINGSCAN_HOLD_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8 << 20)
+}
+
+/// Aborts a statement's timer when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Fires its interrupt when dropped: the statement's future was dropped before its
 /// query ended (a cancel request won the race, or the connection closed).
 struct FireOnDrop(Interrupt);
@@ -763,7 +811,7 @@ impl Outcome {
                     .collect();
                 Response::CopyOut(copy.response(&names, &outcome.result.batches))
             }
-            Outcome::Rows(outcome, early) => {
+            Outcome::Rows(outcome, early, rest) => {
                 if let Some(plan) = &outcome.explain {
                     let lines: Vec<Vec<String>> =
                         plan.lines().map(|l| vec![l.to_owned()]).collect();
@@ -774,7 +822,16 @@ impl Outcome {
                 }
                 let result = &outcome.result;
                 let fields = rows::fields(&result.schema, formats);
-                let mut r = rows::response(fields, result.batches.clone(), *early);
+                let unread = rest.map(|rest| {
+                    let Rest { unread, _guards } = *rest;
+                    // The guards go when the last row is read or the reply is dropped.
+                    let unread = unread.map(move |batch| {
+                        let _ = &_guards;
+                        batch.map_err(engine_error)
+                    });
+                    Box::pin(unread) as rows::Unread
+                });
+                let mut r = rows::response(fields, result.batches.clone(), *early, unread);
                 r.set_command_tag("SELECT");
                 Response::Query(r)
             }

@@ -357,11 +357,16 @@ impl SimpleQueryHandler for Handler {
             Err(e) => return Ok(vec![Response::Error(engine_error(e))]),
         };
         let mut responses = Vec::with_capacity(statements.len());
-        for sql in statements {
+        let last = statements.len().saturating_sub(1);
+        for (i, sql) in statements.into_iter().enumerate() {
             let class = classify(sql);
+            // Only the last statement's rows are sent as soon as they are made: the
+            // others' are sent after the statements that follow them have run, and a
+            // result still being read would hold its scan (and ring) meanwhile.
+            let whole = i == last;
             let response = match self
                 .0
-                .execute(sql, &class, Vec::new(), &Format::UnifiedText, true)
+                .execute(sql, &class, Vec::new(), &Format::UnifiedText, whole)
                 .await
             {
                 Ok(outcome) => outcome.into_response(&Format::UnifiedText),

@@ -248,6 +248,7 @@ async fn serve(
         next_statement: std::sync::atomic::AtomicU64::new(0),
         next_connection: std::sync::atomic::AtomicU64::new(0),
         slow_statement: options.slow_statement,
+        hold_bytes: crate::conn::hold_bytes(),
         metrics: Arc::clone(&metrics),
         password: match &options.password {
             Some(p) => Some(scram::Verifier::new(

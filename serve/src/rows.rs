@@ -6,11 +6,11 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
 use bytes::{BufMut, BytesMut};
-use futures::stream;
+use futures::{stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{FieldFormat, FieldInfo, QueryResponse};
 use pgwire::api::Type;
-use pgwire::error::PgWireResult;
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 
 use ringscan_executor::engine::Handed;
@@ -141,33 +141,60 @@ pub(crate) fn format_for(formats: &Format, i: usize) -> FieldFormat {
     }
 }
 
+/// The batches of a result still to read, as it is sent (see `conn::Rest`).
+pub(crate) type Unread =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<RecordBatch, Box<ErrorInfo>>> + Send>>;
+
 /// The rows of `batches` under `fields` (one per column, in order): those `early`
 /// holds as it wrote them, the rest written a batch at a time as the client's
-/// connection takes them.
+/// connection takes them; then those of `unread`, read as they are sent (an error
+/// there ends the reply with it).
 pub(crate) fn response(
     fields: Vec<FieldInfo>,
     batches: Vec<RecordBatch>,
     early: Early,
+    unread: Option<Unread>,
 ) -> QueryResponse {
     let binary: Vec<bool> = fields
         .iter()
         .map(|f| f.format() == FieldFormat::Binary)
         .collect();
     let packed = early.packed;
+    let write = move |batch: &RecordBatch, binary: &[bool]| {
+        if packed {
+            packed_rows(batch, binary)
+        } else {
+            data_rows(batch, binary)
+        }
+    };
     let (written, rest) = early
         .into_rows(&batches, &binary)
         .unwrap_or((Vec::new(), 0));
-    let rows = written
-        .into_iter()
-        .chain(batches.into_iter().skip(rest).flat_map(move |batch| {
-            if packed {
-                packed_rows(&batch, &binary)
-            } else {
-                data_rows(&batch, &binary)
-            }
-        }))
-        .map(Ok);
-    QueryResponse::new(Arc::new(fields), stream::iter(rows))
+    let held = {
+        let binary = binary.clone();
+        written
+            .into_iter()
+            .chain(
+                batches
+                    .into_iter()
+                    .skip(rest)
+                    .flat_map(move |batch| write(&batch, &binary)),
+            )
+            .map(Ok)
+    };
+    let rows = stream::iter(held);
+    match unread {
+        None => QueryResponse::new(Arc::new(fields), rows),
+        Some(unread) => {
+            let more = unread.flat_map(move |batch| {
+                stream::iter(match batch {
+                    Ok(batch) => write(&batch, &binary).into_iter().map(Ok).collect(),
+                    Err(e) => vec![Err(PgWireError::UserError(e))],
+                })
+            });
+            QueryResponse::new(Arc::new(fields), rows.chain(more))
+        }
+    }
 }
 
 /// Data rows written while the query still ran ([`SqlSession::query_each`]): the
@@ -394,7 +421,7 @@ mod tests {
         let one_by_one: Vec<DataRow> = batches.iter().flat_map(|b| data_rows(b, &binary)).collect();
         let want = wire(&one_by_one);
         let rows_of = |early: Early| -> Vec<DataRow> {
-            let mut r = response(fields.clone(), batches.clone(), early);
+            let mut r = response(fields.clone(), batches.clone(), early, None);
             futures::executor::block_on(r.data_rows().map(Result::unwrap).collect())
         };
         for packed in [false, true] {

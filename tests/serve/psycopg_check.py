@@ -173,6 +173,34 @@ with psycopg.connect(dsn, autocommit=True) as conn:
     after = time.monotonic() - started
     print(f"ok a cancel request stopped the query after {took:.2f} s; the next took {after:.3f} s")
 
+    # A result read as it is sent (past what the host holds; the test's host holds
+    # 64 KiB): 400 million rows, stopped by the statement timeout and by a cancel
+    # request after some of them went out, the connection fine after.
+    endless = "SELECT a.close, b.volume FROM ohlcv a, ohlcv b"
+    conn.execute("SET statement_timeout = '300ms'")
+    started = time.monotonic()
+    try:
+        conn.execute(endless)
+        raise AssertionError("400 million rows within the timeout")
+    except errors.QueryCanceled as e:
+        assert "statement timeout" in str(e), str(e)
+    took = time.monotonic() - started
+    assert took < 10, f"statement_timeout of 300 ms stopped the rows after {took:.1f} s"
+    conn.execute("SET statement_timeout = 0")
+    t = threading.Thread(target=cancel_soon)
+    t.start()
+    started = time.monotonic()
+    try:
+        conn.execute(endless)
+        raise AssertionError("400 million rows not canceled")
+    except errors.QueryCanceled:
+        pass
+    t.join()
+    took = time.monotonic() - started
+    assert took < 10, f"cancel stopped the rows after {took:.1f} s"
+    assert conn.execute("SELECT count(*) FROM ohlcv").fetchone()[0] == 20000
+    print(f"ok a result being sent stops at its timeout and at a cancel ({took:.2f} s)")
+
 # Transactions as psycopg opens them (autocommit off: BEGIN before the first statement).
 with psycopg.connect(dsn) as conn:
     assert conn.execute("SELECT count(*) FROM ohlcv").fetchone()[0] > 0

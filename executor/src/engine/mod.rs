@@ -26,6 +26,7 @@ mod filter;
 mod interrupt;
 mod literals;
 mod local_time;
+mod rest;
 mod rules;
 mod scan;
 mod table;
@@ -67,6 +68,7 @@ pub use daemon_settings::ScanSettings;
 /// A parameter's value ([`SqlSession::query_with`]).
 pub use datafusion::common::ScalarValue as Param;
 pub use interrupt::Interrupt;
+pub use rest::Rest;
 
 /// Failure of one query of a [`SqlSession`].
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +179,15 @@ impl Default for EngineOptions {
             time_zone: "UTC".into(),
         }
     }
+}
+
+/// Where a statement's result goes as it is made ([`SqlSession::query_each`]).
+struct Delivery<'a> {
+    each: &'a mut dyn FnMut(Handed<'_>),
+    /// Bytes of the result held before the rest is left to read as it is sent.
+    hold: Option<usize>,
+    /// The rest of the result, when it was left to read.
+    rest: Option<Rest>,
 }
 
 /// What [`SqlSession::query_each`] hands its `each`.
@@ -895,7 +906,8 @@ impl SqlSession {
         use_result_cache: bool,
         interrupt: &Interrupt,
     ) -> Result<QueryOutcome, EngineError> {
-        self.query_each(sql, params, use_result_cache, interrupt, &mut |_| {})
+        self.query_each(sql, params, use_result_cache, interrupt, None, &mut |_| {})
+            .map(|(outcome, _)| outcome)
     }
 
     /// [`Self::query_until`], handing `each` every batch of the result as it comes, in
@@ -904,27 +916,39 @@ impl SqlSession {
     /// still scanned. A result that fails or is interrupted after some batches were
     /// handed over is an error all the same; a statement run again for its own error
     /// (literals as parameters refused) hands its batches over again from the first.
+    ///
+    /// `hold`: once the batches handed over hold more than these bytes, the query
+    /// returns with them and the [`Rest`] of its result, to be read as the caller
+    /// sends what it has (no result cache, and the outcome's scan summary counts what
+    /// the scans had done by then). A statement that writes is never split.
     pub fn query_each(
         &mut self,
         sql: &str,
         params: Vec<ScalarValue>,
         use_result_cache: bool,
         interrupt: &Interrupt,
+        hold: Option<usize>,
         each: &mut dyn FnMut(Handed<'_>),
-    ) -> Result<QueryOutcome, EngineError> {
+    ) -> Result<(QueryOutcome, Option<Rest>), EngineError> {
+        let mut to = Delivery {
+            each,
+            hold,
+            rest: None,
+        };
         if params.is_empty() {
             if let Some((text, values)) = self.parameterized(sql) {
-                match self.run(&text, values, use_result_cache, interrupt, true, each) {
+                match self.run(&text, values, use_result_cache, interrupt, true, &mut to) {
                     Err(EngineError::Interrupted(reason)) => {
                         return Err(EngineError::Interrupted(reason))
                     }
-                    Ok(outcome) => return Ok(outcome),
+                    Ok(outcome) => return Ok((outcome, to.rest)),
                     // Run as written (its own error, if any, is the one to give).
                     Err(_) => self.refuse_literals(text),
                 }
             }
         }
-        self.run(sql, params, use_result_cache, interrupt, false, each)
+        let outcome = self.run(sql, params, use_result_cache, interrupt, false, &mut to)?;
+        Ok((outcome, to.rest))
     }
 
     /// [`Self::query_until`] of `sql` as given; `own_literals`: its parameters are a
@@ -938,12 +962,14 @@ impl SqlSession {
         use_result_cache: bool,
         interrupt: &Interrupt,
         own_literals: bool,
-        each: &mut dyn FnMut(Handed<'_>),
+        to: &mut Delivery<'_>,
     ) -> Result<QueryOutcome, EngineError> {
         let start = Instant::now();
         // Whatever an earlier attempt handed over does not count.
-        each(Handed::Start);
-        let mut each = |batch: &RecordBatch| each(Handed::Batch(batch));
+        (to.each)(Handed::Start);
+        to.rest = None;
+        let hold = to.hold;
+        let mut each = |batch: &RecordBatch| (to.each)(Handed::Batch(batch));
         if write::may_be_ddl(sql) {
             if let Some(outcome) = self.run_ddl(sql, start)? {
                 return Ok(outcome);
@@ -1031,19 +1057,29 @@ impl SqlSession {
         // them in; batch by batch, each handed over as it comes.
         let schema = crate::zone::zoned_schema(&physical.schema(), &zone);
         let relabel = !Arc::ptr_eq(&schema, &physical.schema());
+        let hold = hold.filter(|_| !writes && !is_explain);
         let running = Box::pin(async {
             let mut stream = execute_stream(Arc::clone(&physical), task)?;
             let mut batches = Vec::new();
+            let mut held = 0usize;
             while let Some(batch) = stream.next().await {
                 let batch = if relabel {
                     crate::zone::zoned_batch(&schema, batch?)?
                 } else {
                     batch?
                 };
+                // Sized where it may matter: not a point lookup's one small batch.
+                if hold.is_some() && (!batches.is_empty() || batch.num_rows() > 1024) {
+                    held += batch.get_array_memory_size();
+                }
                 each(&batch);
                 batches.push(batch);
+                if hold.is_some_and(|limit| held > limit) {
+                    // The rest is read as it is sent.
+                    return Ok::<_, DataFusionError>((batches, Some(stream)));
+                }
             }
-            Ok::<_, DataFusionError>(batches)
+            Ok((batches, None))
         });
         let stopped = Box::pin(interrupt.fired());
         let batches = match self.wait(futures::future::select(running, stopped)) {
@@ -1057,7 +1093,11 @@ impl SqlSession {
                 return Err(EngineError::Interrupted(reason))
             }
         };
-        let (scans, scanned) = daemon_scans(&physical);
+        let (batches, unread) = batches;
+        let key = if unread.is_some() { None } else { key };
+        // A result still being read: its scans go on, and their summaries so far are
+        // what there is (waiting for their end would wait for the client).
+        let (scans, scanned) = daemon_scans(&physical, unread.is_none());
         let from_statistics = !tables.is_empty() && !scanned;
         let any_scan = !scans.is_empty();
         let mut summary = combined_summary(scans);
@@ -1100,6 +1140,10 @@ impl SqlSession {
             self.results.insert(key, Arc::clone(&result));
         }
         let command = writes.then(|| format!("INSERT 0 {}", inserted_rows(&result)));
+        to.rest = unread.map(|stream| {
+            let zoned = relabel.then(|| Arc::clone(&result.schema));
+            Rest::new(stream, zoned, self.runtime.handle().clone(), interrupt)
+        });
         Ok(QueryOutcome {
             result,
             explain: None,
@@ -1605,14 +1649,18 @@ const READER_WAIT: Duration = Duration::from_secs(2);
 
 /// The summaries of every daemon scan of a physical plan, and whether it has any scan
 /// (one stopped early, by a LIMIT, may have left no summary).
-fn daemon_scans(plan: &Arc<dyn ExecutionPlan>) -> (Vec<ScanSummary>, bool) {
+fn daemon_scans(plan: &Arc<dyn ExecutionPlan>, wait: bool) -> (Vec<ScanSummary>, bool) {
     let mut out = Vec::new();
     let mut any = false;
     let mut stack = vec![Arc::clone(plan)];
     while let Some(node) = stack.pop() {
         if let Some(scan) = node.downcast_ref::<DaemonScanExec>() {
             any = true;
-            out.extend(scan.summaries_after(READER_WAIT));
+            out.extend(if wait {
+                scan.summaries_after(READER_WAIT)
+            } else {
+                scan.summaries()
+            });
         }
         stack.extend(node.children().into_iter().cloned());
     }
