@@ -138,36 +138,44 @@ with psycopg.connect(dsn, autocommit=True) as conn:
     assert conn.execute("SELECT 2 + 2").fetchone()[0] == 4
     print("ok errors carry their SQLSTATE")
 
+    def stopped_by_timeout(sql, within):
+        """Seconds `sql` ran under a statement_timeout of 300 ms (QueryCanceled)."""
+        conn.execute("SET statement_timeout = '300ms'")
+        started = time.monotonic()
+        try:
+            conn.execute(sql)
+            raise AssertionError(f"{sql} finished within its timeout")
+        except errors.QueryCanceled as e:
+            assert "statement timeout" in str(e), str(e)
+        took = time.monotonic() - started
+        assert took < within, f"statement_timeout of 300 ms stopped {sql} after {took:.1f} s"
+        conn.execute("SET statement_timeout = 0")
+        return took
+
+    def stopped_by_cancel(sql, within):
+        """Seconds `sql` ran until a cancel request sent after 300 ms stopped it."""
+        def cancel_soon():
+            time.sleep(0.3)
+            conn.cancel_safe()
+
+        t = threading.Thread(target=cancel_soon)
+        t.start()
+        started = time.monotonic()
+        try:
+            conn.execute(sql)
+            raise AssertionError(f"{sql} was not canceled")
+        except errors.QueryCanceled:
+            pass
+        t.join()
+        took = time.monotonic() - started
+        assert took < within, f"cancel stopped {sql} after {took:.1f} s"
+        return took
+
     # A query that runs for many seconds: every close against every other.
     slow = "SELECT count(*) FROM ohlcv a, ohlcv b WHERE a.close < b.close + a.volume * 0"
-
-    conn.execute("SET statement_timeout = '300ms'")
-    started = time.monotonic()
-    try:
-        conn.execute(slow)
-        raise AssertionError("the slow query finished within its timeout")
-    except errors.QueryCanceled as e:
-        assert "statement timeout" in str(e), str(e)
-    took = time.monotonic() - started
-    assert took < 5, f"statement_timeout of 300 ms stopped the query after {took:.1f} s"
-    conn.execute("SET statement_timeout = 0")
+    took = stopped_by_timeout(slow, 5)
     print(f"ok statement_timeout stopped the query after {took:.2f} s")
-
-    def cancel_soon():
-        time.sleep(0.3)
-        conn.cancel_safe()
-
-    t = threading.Thread(target=cancel_soon)
-    t.start()
-    started = time.monotonic()
-    try:
-        conn.execute(slow)
-        raise AssertionError("the slow query was not canceled")
-    except errors.QueryCanceled:
-        pass
-    t.join()
-    took = time.monotonic() - started
-    assert took < 5, f"cancel stopped the query after {took:.1f} s"
+    took = stopped_by_cancel(slow, 5)
     started = time.monotonic()
     assert conn.execute("SELECT count(*) FROM ohlcv").fetchone()[0] > 0
     after = time.monotonic() - started
@@ -177,27 +185,7 @@ with psycopg.connect(dsn, autocommit=True) as conn:
     # 64 KiB): 400 million rows, stopped by the statement timeout and by a cancel
     # request after some of them went out, the connection fine after.
     endless = "SELECT a.close, b.volume FROM ohlcv a, ohlcv b"
-    conn.execute("SET statement_timeout = '300ms'")
-    started = time.monotonic()
-    try:
-        conn.execute(endless)
-        raise AssertionError("400 million rows within the timeout")
-    except errors.QueryCanceled as e:
-        assert "statement timeout" in str(e), str(e)
-    took = time.monotonic() - started
-    assert took < 10, f"statement_timeout of 300 ms stopped the rows after {took:.1f} s"
-    conn.execute("SET statement_timeout = 0")
-    t = threading.Thread(target=cancel_soon)
-    t.start()
-    started = time.monotonic()
-    try:
-        conn.execute(endless)
-        raise AssertionError("400 million rows not canceled")
-    except errors.QueryCanceled:
-        pass
-    t.join()
-    took = time.monotonic() - started
-    assert took < 10, f"cancel stopped the rows after {took:.1f} s"
+    took = stopped_by_timeout(endless, 10) + stopped_by_cancel(endless, 10)
     assert conn.execute("SELECT count(*) FROM ohlcv").fetchone()[0] == 20000
     print(f"ok a result being sent stops at its timeout and at a cancel ({took:.2f} s)")
 
