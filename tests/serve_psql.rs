@@ -380,9 +380,7 @@ impl Wire {
 
 #[test]
 fn an_idle_connection_is_closed_after_the_idle_timeout_and_an_active_one_is_not() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).expect("mkdir");
+    let (dir, data) = ohlcv(20000);
     let _daemon = DaemonGuard(&data);
     let log = dir.path().join("serve.log");
     let host = Host::start(&data, &log, &["--idle-timeout", "1"]);
@@ -411,6 +409,34 @@ fn an_idle_connection_is_closed_after_the_idle_timeout_and_an_active_one_is_not(
     );
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(text.contains("--idle-timeout"), "{text}");
+
+    // A client reading a large result slowly, the host sending it for longer than the
+    // timeout (30 MB: more than the sockets buffer), is not idle: its connection stays
+    // open, its next statement answered. (Like PostgreSQL's idle_session_timeout, the
+    // clock starts when the host has sent everything.)
+    let mut reader = Wire::connect(host.port);
+    {
+        use std::io::Write;
+        let sql = "SELECT a.close, b.volume FROM ohlcv a, ohlcv b LIMIT 1000000";
+        reader.0.write_all(&query_message(sql)).expect("send");
+    }
+    let started = std::time::Instant::now();
+    let mut rows = 0;
+    loop {
+        let (kind, _) = reader.message().expect("closed while reading the result");
+        match kind {
+            b'D' => rows += 1,
+            b'Z' => break,
+            _ => {}
+        }
+        if kind == b'D' && rows % 25_000 == 0 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    assert_eq!(rows, 1_000_000);
+    assert!(started.elapsed() > Duration::from_secs(3));
+    let types = reader.query("SELECT 1").expect("closed after a slow read");
+    assert!(types.contains(&b'D'), "{types:?}");
 }
 
 #[test]

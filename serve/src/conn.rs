@@ -224,7 +224,7 @@ pub(crate) struct Connection {
     /// The database the client named at startup (`current_database()`).
     pub(crate) database: Mutex<String>,
     /// When a statement last arrived or ended, and how many are running.
-    activity: Mutex<(std::time::Instant, usize)>,
+    activity: Arc<Activity>,
     /// A SCRAM exchange between the server's challenge and the client's proof.
     pub(crate) scram: Mutex<Option<crate::scram::Exchange>>,
     /// A duplicate of the client's socket (non-blocking, as tokio's), peeked at while
@@ -265,11 +265,14 @@ impl Drop for Connection {
 /// What a statement produced, before it is put in a format.
 pub(crate) enum Outcome {
     /// A query's rows, the first of them written while it ran, and the rest of them
-    /// still to read (a result past [`Shared::hold_bytes`]).
+    /// still to read (a result past [`Shared::hold_bytes`]); the statement counts as
+    /// running until they are all sent (`Active`: a slow client reading a large
+    /// result is not idle).
     Rows(
         Box<QueryOutcome>,
         Box<crate::rows::Early>,
         Option<Box<Rest>>,
+        Active,
     ),
     /// A `COPY ... TO STDOUT`'s rows.
     Copy(Box<crate::copy::CopyOut>, Box<QueryOutcome>),
@@ -294,7 +297,7 @@ impl Connection {
             session: Arc::new(Mutex::new(None)),
             settings: Arc::new(Mutex::new(Settings::default())),
             database: Mutex::new("ringscan".into()),
-            activity: Mutex::new((std::time::Instant::now(), 0)),
+            activity: Arc::new(Mutex::new((std::time::Instant::now(), 0))),
             statements: 0.into(),
             failed: 0.into(),
             copy_in: Mutex::new(None),
@@ -486,9 +489,7 @@ impl Connection {
 
     /// Notes that a statement arrived (`+1`) or ended (`-1`).
     pub(crate) fn active(&self, change: isize) {
-        let mut a = self.activity.lock().unwrap_or_else(PoisonError::into_inner);
-        a.0 = std::time::Instant::now();
-        a.1 = a.1.saturating_add_signed(change);
+        note_activity(&self.activity, change);
     }
 
     /// Resolves once the connection has been idle for `timeout` (never without one):
@@ -522,15 +523,9 @@ impl Connection {
     ) -> Result<Outcome, Box<ErrorInfo>> {
         self.statements
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // Ends with the statement, also when its future is dropped (a cancel).
-        struct Active<'a>(&'a Connection);
-        impl Drop for Active<'_> {
-            fn drop(&mut self) {
-                self.0.active(-1);
-            }
-        }
-        self.active(1);
-        let _active = Active(self);
+        // Ends with the statement, also when its future is dropped (a cancel); a
+        // result's rows hold another until they are sent.
+        let _active = Active::new(&self.activity);
         self.execute_now(sql, class, params, formats, whole).await
     }
 
@@ -607,7 +602,12 @@ impl Connection {
                     Class::Command(tag) => {
                         Outcome::Done(outcome.command.unwrap_or_else(|| tag.clone()))
                     }
-                    _ => Outcome::Rows(Box::new(outcome), Box::new(early), rest.map(Box::new)),
+                    _ => Outcome::Rows(
+                        Box::new(outcome),
+                        Box::new(early),
+                        rest.map(Box::new),
+                        Active::new(&self.activity),
+                    ),
                 })
             }
         }
@@ -764,6 +764,31 @@ pub(crate) fn hold_bytes() -> usize {
         .unwrap_or(8 << 20)
 }
 
+/// When a connection's last statement arrived or ended, and how many are running.
+type Activity = Mutex<(std::time::Instant, usize)>;
+
+fn note_activity(activity: &Activity, change: isize) {
+    let mut a = activity.lock().unwrap_or_else(PoisonError::into_inner);
+    a.0 = std::time::Instant::now();
+    a.1 = a.1.saturating_add_signed(change);
+}
+
+/// A statement counted as running (for the idle-session timeout) while it lives.
+pub(crate) struct Active(Arc<Activity>);
+
+impl Active {
+    fn new(activity: &Arc<Activity>) -> Self {
+        note_activity(activity, 1);
+        Self(Arc::clone(activity))
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        note_activity(&self.0, -1);
+    }
+}
+
 /// Aborts a statement's timer when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -811,7 +836,7 @@ impl Outcome {
                     .collect();
                 Response::CopyOut(copy.response(&names, &outcome.result.batches))
             }
-            Outcome::Rows(outcome, early, rest) => {
+            Outcome::Rows(outcome, early, rest, active) => {
                 if let Some(plan) = &outcome.explain {
                     let lines: Vec<Vec<String>> =
                         plan.lines().map(|l| vec![l.to_owned()]).collect();
@@ -831,7 +856,7 @@ impl Outcome {
                     });
                     Box::pin(unread) as rows::Unread
                 });
-                let mut r = rows::response(fields, result.batches.clone(), *early, unread);
+                let mut r = rows::response(fields, result.batches.clone(), *early, unread, active);
                 r.set_command_tag("SELECT");
                 Response::Query(r)
             }

@@ -148,12 +148,13 @@ pub(crate) type Unread =
 /// The rows of `batches` under `fields` (one per column, in order): those `early`
 /// holds as it wrote them, the rest written a batch at a time as the client's
 /// connection takes them; then those of `unread`, read as they are sent (an error
-/// there ends the reply with it).
-pub(crate) fn response(
+/// there ends the reply with it). `keep` lives until the last row is sent.
+pub(crate) fn response<K: Send + 'static>(
     fields: Vec<FieldInfo>,
     batches: Vec<RecordBatch>,
     early: Early,
     unread: Option<Unread>,
+    keep: K,
 ) -> QueryResponse {
     let binary: Vec<bool> = fields
         .iter()
@@ -183,8 +184,8 @@ pub(crate) fn response(
             .map(Ok)
     };
     let rows = stream::iter(held);
-    match unread {
-        None => QueryResponse::new(Arc::new(fields), rows),
+    let rows = match unread {
+        None => rows.boxed(),
         Some(unread) => {
             let more = unread.flat_map(move |batch| {
                 stream::iter(match batch {
@@ -192,9 +193,14 @@ pub(crate) fn response(
                     Err(e) => vec![Err(PgWireError::UserError(e))],
                 })
             });
-            QueryResponse::new(Arc::new(fields), rows.chain(more))
+            rows.chain(more).boxed()
         }
-    }
+    };
+    let rows = rows.map(move |row| {
+        let _ = &keep;
+        row
+    });
+    QueryResponse::new(Arc::new(fields), rows)
 }
 
 /// Data rows written while the query still ran ([`SqlSession::query_each`]): the
@@ -421,7 +427,7 @@ mod tests {
         let one_by_one: Vec<DataRow> = batches.iter().flat_map(|b| data_rows(b, &binary)).collect();
         let want = wire(&one_by_one);
         let rows_of = |early: Early| -> Vec<DataRow> {
-            let mut r = response(fields.clone(), batches.clone(), early, None);
+            let mut r = response(fields.clone(), batches.clone(), early, None, ());
             futures::executor::block_on(r.data_rows().map(Result::unwrap).collect())
         };
         for packed in [false, true] {
