@@ -189,11 +189,21 @@ fn producer_killed_before_attach_is_cleaned_up() {
         name: name.clone(),
         interval_ms: 5,
     });
+    // Killed once its ring is set up (its header's magic written last): a kill in
+    // between leaves a segment that only its age marks stale (10 s), which a busy
+    // machine's scheduling hit once.
     let start = Instant::now();
-    while !shm_path(&name).exists() {
+    let initialised = || {
+        use std::io::Read;
+        let mut magic = [0u8; 8];
+        std::fs::File::open(shm_path(&name))
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok_and(|()| &magic == b"RINGSCAN")
+    };
+    while !initialised() {
         assert!(
             start.elapsed() < Duration::from_secs(10),
-            "peer never created the ring"
+            "peer never set up the ring"
         );
         std::thread::sleep(Duration::from_millis(2));
     }
