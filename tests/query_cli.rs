@@ -48,6 +48,15 @@ fn number(v: &Value, path: &[&str]) -> f64 {
         .unwrap_or_else(|| panic!("{} is not a number in {v}", path.join(".")))
 }
 
+/// A temporary directory holding an empty data directory `data` (both go when the
+/// first value is dropped).
+fn empty_data() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    (dir, data)
+}
+
 #[test]
 fn stats_json_reports_the_timed_runs_of_a_warm_session() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -286,9 +295,7 @@ fn a_background_daemon_leads_its_own_session() {
 /// made by CREATE TABLE, each file all or nothing, read back by `ringscan query`.
 #[test]
 fn ingest_writes_files_of_four_formats_each_whole_or_not_at_all() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
+    let (dir, data) = empty_data();
     let _guard = DaemonGuard(&data);
     let ok = |args: &[&str]| succeeded(args, &ringscan(args, &data));
     ok(&[
@@ -357,9 +364,7 @@ fn ingest_writes_files_of_four_formats_each_whole_or_not_at_all() {
 /// are committed whole; a bad row in a late part leaves nothing of its file.
 #[test]
 fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
+    let (dir, data) = empty_data();
     let _guard = DaemonGuard(&data);
     let run = |args: &[&str]| ringscan_with(args, &data, &[("RINGSCAN_STAGE_BYTES", "65536")]);
     let ok = |args: &[&str]| succeeded(args, &run(args));
@@ -500,9 +505,7 @@ fn ingest_of_a_file_past_its_memory_bound_is_staged_in_parts_and_whole() {
 /// the daemon serves on.
 #[test]
 fn a_full_disk_under_a_staged_statement_fails_it_cleanly_and_the_daemon_serves_on() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
+    let (dir, data) = empty_data();
     let _guard = DaemonGuard(&data);
     let csv = dir.path().join("big.csv");
     let mut text = String::from("id,name\n");
@@ -571,9 +574,7 @@ fn a_full_disk_under_a_staged_statement_fails_it_cleanly_and_the_daemon_serves_o
 /// parts: the daemon waits without a limit on a connection that holds some.
 #[test]
 fn staged_parts_outlast_the_session_idle_timeout() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
+    let (dir, data) = empty_data();
     let log = std::fs::File::create(dir.path().join("daemon.log")).expect("log");
     let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_ringscan"))
         .args(["daemon", "run", "--session-idle-timeout", "1s", "--data"])

@@ -69,9 +69,9 @@ impl<'a> Column<'a> {
 /// from the array's values, with no call through a [`Writer`] per value; the others
 /// (and the values the inline forms leave to the reference) through [`Column`].
 pub(crate) struct Cells<'a> {
+    /// The inline kinds' NULLs (a [`Column`] checks its own).
     nulls: Option<NullBuffer>,
     kind: CellKind<'a>,
-    column: Column<'a>,
 }
 
 enum CellKind<'a> {
@@ -82,13 +82,15 @@ enum CellKind<'a> {
     F32(&'a [f32]),
     F64(&'a [f64]),
     Bool(&'a arrow_array::BooleanArray),
-    /// Days since 1970 written as PostgreSQL's days since 2000.
-    Date(&'a [i32]),
-    /// Microseconds since 1970 written as PostgreSQL's since 2000.
-    Micros(&'a [i64]),
+    /// Days since 1970 written as PostgreSQL's days since 2000 (past its range, as
+    /// the column's writer does).
+    Date(&'a [i32], Column<'a>),
+    /// Microseconds since 1970 written as PostgreSQL's since 2000 (past its range, as
+    /// the column's writer does).
+    Micros(&'a [i64], Column<'a>),
     Str(&'a [i32], &'a [u8]),
     LargeStr(&'a [i64], &'a [u8]),
-    Other,
+    Other(Column<'a>),
 }
 
 /// A cell's length and fixed-width value, in one write.
@@ -123,16 +125,24 @@ impl<'a> Cells<'a> {
             (DataType::Float32, true) => CellKind::F32(a.as_primitive::<Float32Type>().values()),
             (DataType::Float64, true) => CellKind::F64(a.as_primitive::<Float64Type>().values()),
             (DataType::Boolean, true) => CellKind::Bool(a.as_boolean()),
-            (DataType::Date32, true) => CellKind::Date(a.as_primitive::<Date32Type>().values()),
-            (DataType::Timestamp(TimeUnit::Microsecond, _), true) => {
-                CellKind::Micros(a.as_primitive::<TimestampMicrosecondType>().values())
+            (DataType::Date32, true) => CellKind::Date(
+                a.as_primitive::<Date32Type>().values(),
+                Column::new(a, binary),
+            ),
+            (DataType::Timestamp(TimeUnit::Microsecond, _), true) => CellKind::Micros(
+                a.as_primitive::<TimestampMicrosecondType>().values(),
+                Column::new(a, binary),
+            ),
+            _ => {
+                return Self {
+                    nulls: None,
+                    kind: CellKind::Other(Column::new(a, binary)),
+                }
             }
-            _ => CellKind::Other,
         };
         Self {
             nulls: a.logical_nulls(),
             kind,
-            column: Column::new(a, binary),
         }
     }
 
@@ -143,22 +153,22 @@ impl<'a> Cells<'a> {
             out.put_i32(-1);
             return;
         }
-        match self.kind {
+        match &self.kind {
             CellKind::I16(v) => put_fixed(v[i].to_be_bytes(), out),
             CellKind::I32(v) => put_fixed(v[i].to_be_bytes(), out),
             CellKind::I64(v) => put_fixed(v[i].to_be_bytes(), out),
             CellKind::F32(v) => put_fixed(v[i].to_be_bytes(), out),
             CellKind::F64(v) => put_fixed(v[i].to_be_bytes(), out),
             CellKind::Bool(a) => put_fixed([u8::from(a.value(i))], out),
-            CellKind::Date(v) => {
+            CellKind::Date(v, column) => {
                 match i32::try_from(i64::from(v[i]) - crate::binary::PG_EPOCH_DAYS) {
                     Ok(days) => put_fixed(days.to_be_bytes(), out),
-                    Err(_) => self.column.put(i, out),
+                    Err(_) => column.put(i, out),
                 }
             }
-            CellKind::Micros(v) => match v[i].checked_sub(crate::binary::PG_EPOCH_US) {
+            CellKind::Micros(v, column) => match v[i].checked_sub(crate::binary::PG_EPOCH_US) {
                 Some(us) => put_fixed(us.to_be_bytes(), out),
-                None => self.column.put(i, out),
+                None => column.put(i, out),
             },
             CellKind::Str(offsets, values) => {
                 put_bytes(&values[offsets[i] as usize..offsets[i + 1] as usize], out)
@@ -166,7 +176,7 @@ impl<'a> Cells<'a> {
             CellKind::LargeStr(offsets, values) => {
                 put_bytes(&values[offsets[i] as usize..offsets[i + 1] as usize], out)
             }
-            CellKind::Other => self.column.put(i, out),
+            CellKind::Other(column) => column.put(i, out),
         }
     }
 
@@ -178,12 +188,12 @@ impl<'a> Cells<'a> {
         4 * n
             + match self.kind {
                 CellKind::I16(_) => 2 * n,
-                CellKind::I32(_) | CellKind::F32(_) | CellKind::Date(_) => 4 * n,
-                CellKind::I64(_) | CellKind::F64(_) | CellKind::Micros(_) => 8 * n,
+                CellKind::I32(_) | CellKind::F32(_) | CellKind::Date(..) => 4 * n,
+                CellKind::I64(_) | CellKind::F64(_) | CellKind::Micros(..) => 8 * n,
                 CellKind::Bool(_) => n,
                 CellKind::Str(o, _) => span(o[rows.start] as usize, o[rows.end] as usize),
                 CellKind::LargeStr(o, _) => span(o[rows.start] as usize, o[rows.end] as usize),
-                CellKind::Other => 0,
+                CellKind::Other(_) => 0,
             }
     }
 }
