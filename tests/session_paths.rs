@@ -24,7 +24,7 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use proptest::prelude::*;
-use ringscan_executor::engine::{EngineOptions, SqlSession};
+use ringscan_executor::engine::{EngineOptions, Handed, Handing, Interrupt, SqlSession};
 use ringscan_executor::QueryOutcome;
 use ringscan_ipc::client::{socket_path, DaemonClient};
 
@@ -270,19 +270,23 @@ fn cells(outcome: &QueryOutcome) -> (Vec<String>, Vec<String>) {
 /// The rows as text, sorted: the same multiset of rows whatever order the plan's
 /// partitions returned them in.
 fn sorted_rows(outcome: &QueryOutcome) -> Vec<String> {
-    let mut rows = Vec::new();
-    for b in &outcome.result.batches {
-        for i in 0..b.num_rows() {
-            let row: Vec<String> = b
+    let mut rows: Vec<String> = outcome.result.batches.iter().flat_map(batch_rows).collect();
+    rows.sort();
+    rows
+}
+
+/// The rows of `batch` as text, in order.
+fn batch_rows(batch: &RecordBatch) -> Vec<String> {
+    (0..batch.num_rows())
+        .map(|i| {
+            let row: Vec<String> = batch
                 .columns()
                 .iter()
                 .map(|c| arrow_cast::display::array_value_to_string(c, i).expect("display"))
                 .collect();
-            rows.push(row.join("|"));
-        }
-    }
-    rows.sort();
-    rows
+            row.join("|")
+        })
+        .collect()
 }
 
 static TABLES: AtomicUsize = AtomicUsize::new(0);
@@ -638,4 +642,85 @@ fn a_session_reuses_its_ring_and_hot_chunks_give_the_same_rows() {
         "{:?}",
         status.column_cache
     );
+}
+
+/// A caller that takes batches as they come (a host writing rows for the wire) gets
+/// views of a ring smaller than the result: the rows it took and those the outcome
+/// kept are the result once each, however many it took; the result cache keeps copies
+/// (a later scan reuses the ring, and a hit still gives the same rows).
+#[test]
+fn batches_taken_as_they_come_are_the_result_once_and_the_cache_keeps_copies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    write(
+        &data.join("t/a.parquet"),
+        &FileSpec {
+            row_group_rows: 8192,
+            ..spec(rows(120_000))
+        },
+    );
+    let daemon = Daemon::start(&data);
+    let options = EngineOptions {
+        ring_capacity_bytes: 1 << 20,
+        inline_answer_bytes: 0,
+        ..EngineOptions::default()
+    };
+    let sql = "SELECT i, f, s, ts FROM t WHERE f >= 100";
+    let want = sorted_rows(&daemon.session().query(sql, false).expect(sql));
+    assert!(want.len() > 100_000, "{} rows", want.len());
+    let mut session = daemon.session_with(options);
+    let mut client = DaemonClient::connect(socket_path(&data)).expect("connect");
+    let reused_before = client.status().expect("status").rings_reused;
+    // (batches to take, use the result cache, a cache hit expected)
+    let runs = [
+        (usize::MAX, true, false),
+        (3, false, false),
+        (0, false, false),
+        (3, true, true),
+        (usize::MAX, true, true),
+    ];
+    for (limit, cache, hit) in runs {
+        let mut taken: Vec<String> = Vec::new();
+        let mut count = 0;
+        let (outcome, rest) = session
+            .query_each(
+                sql,
+                Vec::new(),
+                cache,
+                &Interrupt::new(),
+                Handing {
+                    hold: None,
+                    takes: true,
+                },
+                &mut |handed| match handed {
+                    Handed::Start => {
+                        taken.clear();
+                        count = 0;
+                        false
+                    }
+                    Handed::Take(batch) if count < limit => {
+                        count += 1;
+                        taken.extend(batch_rows(batch));
+                        true
+                    }
+                    Handed::Take(_) | Handed::Batch(_) => false,
+                },
+            )
+            .expect(sql);
+        assert!(rest.is_none());
+        assert_eq!(outcome.result_hit, hit, "taking {limit}, cache {cache}");
+        assert_eq!(outcome.result.rows, want.len(), "taking {limit}");
+        match limit {
+            usize::MAX => assert!(count > 3, "{count} batches taken"),
+            _ => assert_eq!(count, limit, "batches taken"),
+        }
+        let mut got = taken;
+        got.extend(outcome.result.batches.iter().flat_map(batch_rows));
+        got.sort();
+        assert!(got == want, "taking {limit}, cache {cache}: rows differ");
+    }
+    // The second and third runs scanned in the first's ring: nothing kept it (the
+    // cached result is copies, the batches taken were dropped).
+    let reused = client.status().expect("status").rings_reused - reused_before;
+    assert!(reused >= 2, "{reused} scans reused the session's ring");
 }

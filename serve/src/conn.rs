@@ -12,7 +12,7 @@ use pgwire::api::results::{Response, Tag};
 use pgwire::api::ConnectionManager;
 use pgwire::error::ErrorInfo;
 use ringscan_executor::engine::{
-    BulkInsert, EngineError, EngineOptions, Interrupt, Param, SqlSession,
+    BulkInsert, EngineError, EngineOptions, Handing, Interrupt, Param, SqlSession,
 };
 use ringscan_executor::QueryOutcome;
 
@@ -640,14 +640,18 @@ impl Connection {
         let mut early = rows
             .map(|(formats, whole)| crate::rows::Early::new(formats, whole))
             .unwrap_or_default();
-        // A result the client takes whole is sent as it comes past what is held.
-        let hold = rows
-            .filter(|&(_, whole)| whole)
-            .map(|_| self.shared.hold_bytes);
+        // A result the client takes whole is sent as it comes past what is held; the
+        // rows written as the query runs need no batch of theirs kept.
+        let how = Handing {
+            hold: rows
+                .filter(|&(_, whole)| whole)
+                .map(|_| self.shared.hold_bytes),
+            takes: rows.is_some(),
+        };
         let result = self
             .with_session(|session| {
                 let outcome =
-                    session.query_each(&sql, params, use_cache, &interrupt, hold, &mut |handed| {
+                    session.query_each(&sql, params, use_cache, &interrupt, how, &mut |handed| {
                         early.push(handed)
                     });
                 if catalog {

@@ -219,6 +219,10 @@ pub(crate) struct Early {
     rows: Vec<DataRow>,
     /// The result's batches `rows` holds, from its first.
     batches: usize,
+    /// Of those, the first `taken` were taken ([`Handed::Take`]): they are not in the
+    /// outcome's result, and are `taken_rows` rows.
+    taken: usize,
+    taken_rows: usize,
     bytes: usize,
     full: bool,
     /// Bytes past which no more are written ([`EARLY_BYTES`]).
@@ -241,21 +245,25 @@ impl Early {
     }
 
     /// Takes what the query hands over: writes the rows of the result's next batch,
-    /// or starts over.
-    pub(crate) fn push(&mut self, handed: Handed<'_>) {
+    /// or starts over. `true`: a batch offered to take ([`Handed::Take`]) was written
+    /// and is not needed again.
+    pub(crate) fn push(&mut self, handed: Handed<'_>) -> bool {
         let Some(formats) = &self.formats else {
-            return;
+            return false;
         };
-        let batch = match handed {
+        let (batch, take) = match handed {
             Handed::Start => {
                 self.rows.clear();
                 self.batches = 0;
+                self.taken = 0;
+                self.taken_rows = 0;
                 self.bytes = 0;
                 self.full = false;
                 self.binary.clear();
-                return;
+                return false;
             }
-            Handed::Batch(batch) => batch,
+            Handed::Batch(batch) => (batch, false),
+            Handed::Take(batch) => (batch, true),
         };
         if self.batches == 0 && self.binary.is_empty() {
             self.binary = (0..batch.num_columns())
@@ -264,7 +272,7 @@ impl Early {
         }
         if self.full || self.bytes >= self.limit {
             self.full = true;
-            return;
+            return false;
         }
         let rows = if self.packed {
             packed_rows(batch, &self.binary)
@@ -274,14 +282,25 @@ impl Early {
         self.bytes += rows.iter().map(|r| r.data.len()).sum::<usize>();
         self.rows.extend(rows);
         self.batches += 1;
+        // Taken only while every batch before was (the engine hands the rest over
+        // to keep once one is not).
+        if take && self.taken + 1 == self.batches {
+            self.taken += 1;
+            self.taken_rows += batch.num_rows();
+            return true;
+        }
+        false
     }
 
-    /// The rows written and how many of `batches` (the result they were written of)
-    /// they are, when they are its first and in `binary`; `None` (write them all
-    /// anew) otherwise.
+    /// The rows written and how many of `batches` (the result they were written of,
+    /// less the batches taken) they are, when they are its first and in `binary`;
+    /// `None` (write them all anew) otherwise, which cannot be where batches were
+    /// taken (nothing else holds their rows): those were written in the formats the
+    /// response is, as the engine handed them.
     fn into_rows(self, batches: &[RecordBatch], binary: &[bool]) -> Option<(Vec<DataRow>, usize)> {
-        let covered = batches.get(..self.batches)?;
-        let rows: usize = covered.iter().map(RecordBatch::num_rows).sum();
+        let covered = batches.get(..self.batches - self.taken)?;
+        let rows: usize =
+            self.taken_rows + covered.iter().map(RecordBatch::num_rows).sum::<usize>();
         let written: usize = self
             .rows
             .iter()
@@ -290,8 +309,9 @@ impl Early {
                 _ => 1,
             })
             .sum();
-        (self.batches > 0 && self.binary == binary && rows == written)
-            .then_some((self.rows, self.batches))
+        let whole = self.batches > 0 && self.binary == binary && rows == written;
+        debug_assert!(whole || self.taken == 0, "rows of taken batches dropped");
+        whole.then_some((self.rows, self.batches - self.taken))
     }
 }
 
@@ -406,7 +426,8 @@ mod tests {
 
     /// The rows of a response: those written early, then the rest, equal to every
     /// batch's rows written anew one by one, whatever was written early (all, some,
-    /// none, rows of an attempt started over, rows in other formats), in packs or not.
+    /// none, rows of an attempt started over, rows in other formats), in packs or not,
+    /// the batches written early taken (not in the outcome) or not.
     #[test]
     fn early_rows_and_the_rest_are_the_result_s_rows_once_in_order() {
         use arrow_array::{ArrayRef, Int64Array, StringArray};
@@ -426,29 +447,43 @@ mod tests {
         let binary = [true, false];
         let one_by_one: Vec<DataRow> = batches.iter().flat_map(|b| data_rows(b, &binary)).collect();
         let want = wire(&one_by_one);
-        let rows_of = |early: Early| -> Vec<DataRow> {
-            let mut r = response(fields.clone(), batches.clone(), early, None, ());
+        let rows_of_kept = |early: Early, kept: Vec<RecordBatch>| -> Vec<DataRow> {
+            let mut r = response(fields.clone(), kept, early, None, ());
             futures::executor::block_on(r.data_rows().map(Result::unwrap).collect())
         };
-        for packed in [false, true] {
+        let rows_of = |early: Early| rows_of_kept(early, batches.clone());
+        for (packed, take) in [(false, false), (true, false), (false, true), (true, true)] {
             for limit in [0, 1, 600, 1500, usize::MAX] {
                 let mut early = Early::new(&formats, packed);
                 early.limit = limit;
                 // An attempt that handed over a stray batch, then the result from its
                 // first.
                 early.push(Handed::Start);
-                early.push(Handed::Batch(&batch(9_000, 7)));
+                assert_eq!(early.push(Handed::Take(&batch(9_000, 7))), limit > 0);
                 early.push(Handed::Start);
+                // As the engine hands them: to take until one is not taken.
+                let mut taking = take;
+                let mut kept = Vec::new();
                 for b in &batches {
-                    early.push(Handed::Batch(b));
+                    if taking && early.push(Handed::Take(b)) {
+                        continue;
+                    }
+                    taking = false;
+                    if !take {
+                        early.push(Handed::Batch(b));
+                    }
+                    kept.push(b.clone());
                 }
                 let written = early.batches;
+                if take {
+                    assert_eq!(written, batches.len() - kept.len(), "taken as written");
+                }
                 match limit {
                     0 => assert_eq!(written, 0),
                     usize::MAX => assert_eq!(written, batches.len()),
                     _ => assert!((1..batches.len()).contains(&written), "{written}"),
                 }
-                let got = rows_of(early);
+                let got = rows_of_kept(early, kept);
                 assert_eq!(
                     got.iter().any(|r| r.field_count < 0),
                     packed,
@@ -457,7 +492,7 @@ mod tests {
                 assert!(got.iter().all(|r| r.field_count >= -(PACK_ROWS as i16)));
                 assert!(
                     wire(&got) == want,
-                    "packed {packed}, written ahead up to {limit} bytes"
+                    "packed {packed}, taken {take}, written ahead up to {limit} bytes"
                 );
             }
         }

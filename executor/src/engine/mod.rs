@@ -183,11 +183,25 @@ impl Default for EngineOptions {
 
 /// Where a statement's result goes as it is made ([`SqlSession::query_each`]).
 struct Delivery<'a> {
-    each: &'a mut dyn FnMut(Handed<'_>),
+    each: &'a mut dyn FnMut(Handed<'_>) -> bool,
     /// Bytes of the result held before the rest is left to read as it is sent.
     hold: Option<usize>,
+    /// `each` may take the batches it is handed ([`Handed::Take`]).
+    takes: bool,
     /// The rest of the result, when it was left to read.
     rest: Option<Rest>,
+}
+
+/// How [`SqlSession::query_each`] hands a result over.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Handing {
+    /// Once the batches handed over hold more than these bytes, the query returns
+    /// with them and the [`Rest`] of its result; `None`: it returns with all.
+    pub hold: Option<usize>,
+    /// The caller may take batches ([`Handed::Take`]): what it writes out as it is
+    /// handed need not stay in the outcome, and so may come as views of a scan's ring
+    /// rather than copies out of it.
+    pub takes: bool,
 }
 
 /// What [`SqlSession::query_each`] hands its `each`.
@@ -196,8 +210,50 @@ pub enum Handed<'a> {
     /// An attempt at the statement starts: batches handed over before (by an attempt
     /// that failed) are not the result's.
     Start,
-    /// The result's next batch.
+    /// The result's next batch, which stays in the outcome's result whatever `each`
+    /// answers.
     Batch(&'a RecordBatch),
+    /// The result's next batch, which `each` takes by answering `true`: it is then not
+    /// in the outcome's result (whose row count still counts it), and must not be
+    /// kept, since it may be a view of a scan's ring that the daemon writes again.
+    /// Batches taken are the result's first: once `each` answers `false`, later ones
+    /// are [`Handed::Batch`].
+    Take(&'a RecordBatch),
+}
+
+/// Hands a statement's batches to a [`Delivery`]'s `each`: as [`Handed::Take`] while
+/// it takes them (where the statement lets it), then as [`Handed::Batch`].
+struct Hand<'e> {
+    each: &'e mut dyn FnMut(Handed<'_>) -> bool,
+    taking: bool,
+    /// Rows of the batches taken.
+    taken_rows: usize,
+}
+
+impl Hand<'_> {
+    /// Hands `batch` over; `true` when it was taken.
+    fn give(&mut self, batch: &RecordBatch) -> bool {
+        if !self.taking {
+            (self.each)(Handed::Batch(batch));
+            return false;
+        }
+        if (self.each)(Handed::Take(batch)) {
+            self.taken_rows += batch.num_rows();
+            return true;
+        }
+        self.taking = false;
+        false
+    }
+}
+
+/// The bytes `batch`'s arrays span: their slices, not the allocations they are in (a
+/// view of a ring is in the whole mapping).
+fn held_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+        .sum()
 }
 
 /// Half of the machine's memory (1 GiB when it cannot be read).
@@ -906,8 +962,15 @@ impl SqlSession {
         use_result_cache: bool,
         interrupt: &Interrupt,
     ) -> Result<QueryOutcome, EngineError> {
-        self.query_each(sql, params, use_result_cache, interrupt, None, &mut |_| {})
-            .map(|(outcome, _)| outcome)
+        self.query_each(
+            sql,
+            params,
+            use_result_cache,
+            interrupt,
+            Handing::default(),
+            &mut |_| false,
+        )
+        .map(|(outcome, _)| outcome)
     }
 
     /// [`Self::query_until`], handing `each` every batch of the result as it comes, in
@@ -917,22 +980,25 @@ impl SqlSession {
     /// handed over is an error all the same; a statement run again for its own error
     /// (literals as parameters refused) hands its batches over again from the first.
     ///
-    /// `hold`: once the batches handed over hold more than these bytes, the query
+    /// `how.hold`: once the batches handed over hold more than these bytes, the query
     /// returns with them and the [`Rest`] of its result, to be read as the caller
     /// sends what it has (no result cache, and the outcome's scan summary counts what
     /// the scans had done by then). A statement that writes is never split.
+    /// `how.takes`: a query's batches are handed as [`Handed::Take`] (not an EXPLAIN's
+    /// or a write's), and the caller's answer says whether it took each.
     pub fn query_each(
         &mut self,
         sql: &str,
         params: Vec<ScalarValue>,
         use_result_cache: bool,
         interrupt: &Interrupt,
-        hold: Option<usize>,
-        each: &mut dyn FnMut(Handed<'_>),
+        how: Handing,
+        each: &mut dyn FnMut(Handed<'_>) -> bool,
     ) -> Result<(QueryOutcome, Option<Rest>), EngineError> {
         let mut to = Delivery {
             each,
-            hold,
+            hold: how.hold,
+            takes: how.takes,
             rest: None,
         };
         if params.is_empty() {
@@ -969,7 +1035,6 @@ impl SqlSession {
         (to.each)(Handed::Start);
         to.rest = None;
         let hold = to.hold;
-        let mut each = |batch: &RecordBatch| (to.each)(Handed::Batch(batch));
         if write::may_be_ddl(sql) {
             if let Some(outcome) = self.run_ddl(sql, start)? {
                 return Ok(outcome);
@@ -1000,6 +1065,11 @@ impl SqlSession {
         let generic_plan = bound.key_values.is_some();
         let is_explain = cached.explain;
         let writes = matches!(cached.plan, LogicalPlan::Dml(_));
+        let mut hand = Hand {
+            each: &mut *to.each,
+            taking: to.takes && !is_explain && !writes,
+            taken_rows: 0,
+        };
         let zone = self.time_zone();
         // The zone is part of the answer: a plan's text names no types, and the same
         // text truncates to other days in another zone.
@@ -1011,8 +1081,20 @@ impl SqlSession {
                     data_version(&cached.entries),
                 )
             });
-        if let Some(result) = key.as_ref().and_then(|k| self.results.get(k)) {
-            result.batches.iter().for_each(&mut each);
+        if let Some(mut result) = key.as_ref().and_then(|k| self.results.get(k)) {
+            let kept: Vec<RecordBatch> = result
+                .batches
+                .iter()
+                .filter(|b| !hand.give(b))
+                .cloned()
+                .collect();
+            if kept.len() < result.batches.len() {
+                result = Arc::new(QueryResult {
+                    schema: Arc::clone(&result.schema),
+                    batches: kept,
+                    rows: result.rows,
+                });
+            }
             return Ok(QueryOutcome {
                 result,
                 explain: None,
@@ -1039,6 +1121,11 @@ impl SqlSession {
         if let Some(params) = bound.params {
             config = config.with_extension(params);
         }
+        if hand.taking {
+            // Scans with nothing but pass-through operators above them hand up views
+            // of their rings.
+            config = config.with_extension(Arc::new(scan::CallerTakes));
+        }
         let task = Arc::new(datafusion::execution::TaskContext::new(
             None,
             state.session_id().to_owned(),
@@ -1058,10 +1145,16 @@ impl SqlSession {
         let schema = crate::zone::zoned_schema(&physical.schema(), &zone);
         let relabel = !Arc::ptr_eq(&schema, &physical.schema());
         let hold = hold.filter(|_| !writes && !is_explain);
+        // A binding of a prepared statement is kept at its second run (the values of
+        // point lookups rarely repeat; copying each answer out would cost them a tenth).
+        let key = key.filter(|k| !generic_plan || own_literals || self.results.seen_before(k));
+        // Batches taken may be views of a ring: the result cache keeps copies of them.
+        let mut for_cache = (hand.taking && key.is_some()).then(Vec::new);
+        let views = hand.taking;
         let running = Box::pin(async {
             let mut stream = execute_stream(Arc::clone(&physical), task)?;
             let mut batches = Vec::new();
-            let mut held = 0usize;
+            let (mut handed, mut held) = (0usize, 0usize);
             while let Some(batch) = stream.next().await {
                 let batch = if relabel {
                     crate::zone::zoned_batch(&schema, batch?)?
@@ -1069,11 +1162,25 @@ impl SqlSession {
                     batch?
                 };
                 // Sized where it may matter: not a point lookup's one small batch.
-                if hold.is_some() && (!batches.is_empty() || batch.num_rows() > 1024) {
-                    held += batch.get_array_memory_size();
+                if hold.is_some() && (handed > 0 || batch.num_rows() > 1024) {
+                    held += held_bytes(&batch);
                 }
-                each(&batch);
-                batches.push(batch);
+                handed += 1;
+                let taken = hand.give(&batch);
+                // A batch kept in the outcome must not pin a ring.
+                let copy = |b: &RecordBatch| crate::owned_copy(b.schema(), std::slice::from_ref(b));
+                let kept = match (taken, views) {
+                    (true, _) => None,
+                    (false, true) => Some(copy(&batch)?),
+                    (false, false) => Some(batch.clone()),
+                };
+                if let Some(cache) = &mut for_cache {
+                    cache.push(match &kept {
+                        Some(kept) => kept.clone(),
+                        None => copy(&batch)?,
+                    });
+                }
+                batches.extend(kept);
                 if hold.is_some_and(|limit| held > limit) {
                     // The rest is read as it is sent.
                     return Ok::<_, DataFusionError>((batches, Some(stream)));
@@ -1108,7 +1215,7 @@ impl SqlSession {
                 summary.row_groups_considered += stats.row_group_count;
             }
         }
-        let rows = batches.iter().map(RecordBatch::num_rows).sum();
+        let rows = hand.taken_rows + batches.iter().map(RecordBatch::num_rows).sum::<usize>();
         if is_explain {
             return Ok(QueryOutcome {
                 result: Arc::new(QueryResult {
@@ -1131,13 +1238,22 @@ impl SqlSession {
             batches,
             rows,
         });
-        // A binding of a prepared statement is kept at its second run (the values of
-        // point lookups rarely repeat; copying each answer out would cost them a tenth).
-        let key = key.filter(|k| !generic_plan || own_literals || self.results.seen_before(k));
         if let Some(key) = key {
-            // A cached result must not keep a scan's ring (its whole mapping) alive.
-            result = Arc::new(result.owned().map_err(DataFusionError::from)?);
-            self.results.insert(key, Arc::clone(&result));
+            let cached = match for_cache {
+                // Copies already, of the batches taken too.
+                Some(copies) => Arc::new(QueryResult {
+                    schema: Arc::clone(&result.schema),
+                    batches: copies,
+                    rows,
+                }),
+                None => {
+                    // A cached result must not keep a scan's ring (its whole mapping)
+                    // alive.
+                    result = Arc::new(result.owned().map_err(DataFusionError::from)?);
+                    Arc::clone(&result)
+                }
+            };
+            self.results.insert(key, cached);
         }
         let command = writes.then(|| format!("INSERT 0 {}", inserted_rows(&result)));
         to.rest = unread.map(|stream| {

@@ -27,6 +27,7 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{
     replace_children_if_necessary, Boundedness, EmissionType,
 };
@@ -81,6 +82,10 @@ pub(crate) struct DaemonScanExec {
     /// Batches go up the plan as views of the ring (else as heap copies). Only safe
     /// where nothing above keeps them: [`RingSafety`] sets it.
     zero_copy: bool,
+    /// Only operators that pass batches on (or filter them) stand between this scan
+    /// and the plan's root: its batches go up as views of the ring too where the
+    /// caller takes each as it comes ([`CallerTakes`]). [`RingSafety`] sets it.
+    to_caller: bool,
     /// Filters the plan above tightens while it runs (a top-k's threshold), handed to
     /// the daemon as they change so that it skips row groups that cannot qualify.
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
@@ -109,6 +114,12 @@ pub(crate) struct ParamFilters {
     /// The table's schema, which the filters name columns of.
     pub(crate) table_schema: SchemaRef,
 }
+
+/// In a task context's configuration: the plan's caller writes out each batch as it
+/// comes and keeps none it took (a host writing rows for the wire), so that scans
+/// marked [`DaemonScanExec::to_caller`] may hand up views of their rings.
+#[derive(Debug)]
+pub(crate) struct CallerTakes;
 
 /// The values of a prepared statement's parameters for one run of its plan, carried
 /// in the task context's configuration.
@@ -172,6 +183,7 @@ impl DaemonScanExec {
             statistics: Arc::new(statistics),
             inexact_filters,
             zero_copy: false,
+            to_caller: false,
             dynamic_filters: Vec::new(),
             summaries: Arc::new(Mutex::new(Vec::new())),
             readers: Arc::new((Mutex::new(0), Condvar::new())),
@@ -213,10 +225,12 @@ impl DaemonScanExec {
         Ok(request)
     }
 
-    /// This scan with batches handed up as views of the ring (`true`) or copied out.
-    fn with_zero_copy(&self, zero_copy: bool) -> Self {
+    /// This scan with batches handed up as views of the ring (`zero_copy`), or where
+    /// the caller takes them (`to_caller`), or else copied out.
+    fn with_zero_copy(&self, zero_copy: bool, to_caller: bool) -> Self {
         Self {
             zero_copy,
+            to_caller,
             ..self.copy()
         }
     }
@@ -232,6 +246,7 @@ impl DaemonScanExec {
             statistics: Arc::clone(&self.statistics),
             inexact_filters: self.inexact_filters,
             zero_copy: self.zero_copy,
+            to_caller: self.to_caller,
             dynamic_filters: self.dynamic_filters.clone(),
             summaries: Arc::new(Mutex::new(Vec::new())),
             readers: Arc::new((Mutex::new(0), Condvar::new())),
@@ -505,9 +520,15 @@ impl ExecutionPlan for DaemonScanExec {
         let schema = Arc::clone(&self.schema);
         let summaries = Arc::clone(&self.summaries);
         let reader_schema = Arc::clone(&schema);
+        let caller_takes = || {
+            context
+                .session_config()
+                .get_extension::<CallerTakes>()
+                .is_some()
+        };
         let reader = RingReader {
             schema: reader_schema,
-            zero_copy: self.zero_copy,
+            zero_copy: self.zero_copy || (self.to_caller && caller_takes()),
             dynamic_filters: self.dynamic_filters.clone(),
         };
         // A scan the daemon answered on the socket (a point lookup, say) is over: its
@@ -1464,7 +1485,7 @@ impl PhysicalOptimizerRule for RingSafety {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        mark_zero_copy(plan, false)
+        mark_zero_copy(plan, false, true)
     }
 
     fn name(&self) -> &str {
@@ -1477,32 +1498,39 @@ impl PhysicalOptimizerRule for RingSafety {
 }
 
 /// `plan` with its scans marked; `folded` says that the batches `plan` emits are folded
-/// by an aggregation above (through pass-through operators only).
-fn mark_zero_copy(plan: Arc<dyn ExecutionPlan>, folded: bool) -> Result<Arc<dyn ExecutionPlan>> {
+/// by an aggregation above (through pass-through operators only), `to_caller` that
+/// they go to the plan's caller (through pass-through operators only).
+fn mark_zero_copy(
+    plan: Arc<dyn ExecutionPlan>,
+    folded: bool,
+    to_caller: bool,
+) -> Result<Arc<dyn ExecutionPlan>> {
     if let Some(scan) = plan.downcast_ref::<DaemonScanExec>() {
-        if scan.zero_copy == folded {
+        if scan.zero_copy == folded && scan.to_caller == to_caller {
             return Ok(plan);
         }
-        return Ok(Arc::new(scan.with_zero_copy(folded)));
+        return Ok(Arc::new(scan.with_zero_copy(folded, to_caller)));
     }
+    let passes_on = plan.is::<ProjectionExec>()
+        || plan.is::<FilterExec>()
+        || plan.is::<RepartitionExec>()
+        || plan.is::<CoalescePartitionsExec>()
+        || plan.is::<CooperativeExec>();
     let children_folded = if let Some(agg) = plan.downcast_ref::<AggregateExec>() {
         agg.aggr_expr()
             .iter()
             .all(|e| FOLDING_AGGREGATES.contains(&e.fun().name()))
     } else {
-        folded
-            && (plan.is::<ProjectionExec>()
-                || plan.is::<FilterExec>()
-                || plan.is::<RepartitionExec>()
-                || plan.is::<CoalescePartitionsExec>())
+        folded && passes_on
     };
+    let children_to_caller = to_caller && passes_on;
     let children = plan.children();
     if children.is_empty() {
         return Ok(plan);
     }
     let marked = children
         .into_iter()
-        .map(|c| mark_zero_copy(Arc::clone(c), children_folded))
+        .map(|c| mark_zero_copy(Arc::clone(c), children_folded, children_to_caller))
         .collect::<Result<Vec<_>>>()?;
     replace_children_if_necessary(plan, marked)
 }
