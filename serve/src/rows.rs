@@ -359,6 +359,18 @@ pub(crate) fn packed_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> 
     let (columns, count) = cells(batch, binary);
     let n = batch.num_rows();
     let mut packs = Vec::with_capacity(n.div_ceil(PACK_ROWS));
+    if columns.iter().all(Cells::sized) {
+        let mut start = 0;
+        while start < n {
+            let end = (start + PACK_ROWS).min(n);
+            packs.push(DataRow::new(
+                pack_by_column(&columns, count, start..end),
+                pack_count(end - start),
+            ));
+            start = end;
+        }
+        return packs;
+    }
     let mut start = 0;
     while start < n {
         let end = (start + PACK_ROWS).min(n);
@@ -379,6 +391,35 @@ pub(crate) fn packed_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> 
         start = end;
     }
     packs
+}
+
+/// The data row messages of rows `rows` of `columns` (every one [`Cells::sized`]),
+/// written column by column: each row's size, its header, then each column's cells.
+fn pack_by_column(columns: &[Cells<'_>], count: i16, rows: std::ops::Range<usize>) -> BytesMut {
+    // A row's message: 'D', its length, its field count, its cells.
+    const HEADER: usize = 7;
+    let mut at = vec![HEADER; rows.len()];
+    for column in columns {
+        column.add_sizes(rows.start, &mut at);
+    }
+    let total: usize = at.iter().sum();
+    let mut buf = BytesMut::zeroed(total);
+    let mut pos = 0;
+    for size in &mut at {
+        let length = i32::try_from(*size - 1).unwrap_or(i32::MAX);
+        buf[pos] = b'D';
+        buf[pos + 1..pos + 5].copy_from_slice(&length.to_be_bytes());
+        buf[pos + 5..pos + HEADER].copy_from_slice(&count.to_be_bytes());
+        // From the row's size to where its first cell goes.
+        let next = pos + *size;
+        *size = pos + HEADER;
+        pos = next;
+    }
+    for column in columns {
+        column.write_at(rows.start, &mut buf, &mut at);
+    }
+    debug_assert_eq!(at.last().copied().unwrap_or(0), total);
+    buf
 }
 
 /// Rows of text cells (`SHOW`, `EXPLAIN`): one per line of `lines`, each a row of its
