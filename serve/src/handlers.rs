@@ -531,7 +531,7 @@ impl ExtendedQueryHandler for Handler {
 
     async fn do_query<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Statement>,
         max_rows: usize,
     ) -> PgWireResult<Response>
@@ -548,20 +548,50 @@ impl ExtendedQueryHandler for Handler {
             Err(e) => return Ok(Response::Error(e)),
         };
         let formats = &portal.result_column_format;
-        Ok(
-            match self
-                .0
-                .execute(&stmt.sql, &stmt.class, params, formats, max_rows == 0)
-                .await
-            {
-                Ok(outcome) => outcome.into_response(&portal.result_column_format),
-                Err(e) => {
-                    log_error(&self.0, &e, &stmt.sql);
-                    Response::Error(e)
-                }
-            },
-        )
+        let response = match self
+            .0
+            .execute(&stmt.sql, &stmt.class, params, formats, max_rows == 0)
+            .await
+        {
+            Ok(outcome) => outcome.into_response(&portal.result_column_format),
+            Err(e) => {
+                log_error(&self.0, &e, &stmt.sql);
+                Response::Error(e)
+            }
+        };
+        match (max_rows, response) {
+            (0, Response::Query(rows)) => send_whole(client, portal, rows).await,
+            (_, response) => Ok(response),
+        }
     }
+}
+
+/// Sends the rows of a portal executed without a row limit as they are read, and
+/// leaves the portal finished; the command tag is what is left to send. pgwire's
+/// own Execute collects a portal's rows whole before it sends any (its `fetch`), so a
+/// result read as it is sent (`conn::Rest`) waited for its last row all the same.
+async fn send_whole<C>(
+    client: &mut C,
+    portal: &Portal<Statement>,
+    mut response: pgwire::api::results::QueryResponse,
+) -> PgWireResult<Response>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    use futures::StreamExt;
+    // Messages, as pgwire counts them (a pack counts as one; `packed::Unpack` adds
+    // the rest to the tag).
+    let mut sent = 0;
+    let rows = response.data_rows();
+    while let Some(row) = rows.next().await {
+        client.feed(PgWireBackendMessage::DataRow(row?)).await?;
+        sent += 1;
+    }
+    // A second Execute of the portal gets no rows, as from pgwire's finished portal.
+    *portal.state.lock().await = pgwire::api::portal::PortalExecutionState::Finished;
+    let tag = pgwire::api::results::Tag::new(response.command_tag()).with_rows(sent);
+    Ok(Response::Execution(tag))
 }
 
 /// One log line per failed statement.
