@@ -378,6 +378,80 @@ impl Wire {
     }
 }
 
+/// An Execute without a row limit sends the portal's rows (read as they are sent, past
+/// 64 KiB) and leaves it finished: executed again, it has no rows. With a row limit,
+/// the portal is sent in parts, each ending suspended, the last with its command tag.
+#[test]
+fn portals_are_sent_whole_once_or_in_parts_of_their_row_limit() {
+    use std::io::Write;
+    let (dir, data) = ohlcv(20000);
+    let _daemon = DaemonGuard(&data);
+    let host = Host::start(&data, &dir.path().join("serve.log"), &[]);
+    let mut wire = Wire::connect(host.port);
+    let sql = "SELECT * FROM ohlcv WHERE volume >= 0";
+    let parse = frame(b'P', &[b"\0", sql.as_bytes(), b"\0\0\0"].concat());
+    // Unnamed portal of the unnamed statement: no parameters, results in text.
+    let bind = frame(b'B', b"\0\0\0\0\0\0\0\0");
+    let execute = |max_rows: i32| frame(b'E', &[&b"\0"[..], &max_rows.to_be_bytes()].concat());
+    // What came back: data rows counted between the other messages (type, body).
+    let replies = |wire: &mut Wire| {
+        let mut seen: Vec<(u8, String)> = Vec::new();
+        loop {
+            let (kind, body) = wire.message().expect("a reply");
+            match (kind, seen.last_mut()) {
+                (b'D', Some((b'D', n))) => *n = (n.parse::<u64>().unwrap() + 1).to_string(),
+                (b'D', _) => seen.push((b'D', "1".into())),
+                _ => seen.push((kind, String::from_utf8_lossy(&body).into_owned())),
+            }
+            if kind == b'Z' {
+                return seen;
+            }
+        }
+    };
+    let sync = frame(b'S', b"");
+    let whole = [&parse[..], &bind, &execute(0), &execute(0), &sync].concat();
+    wire.0.write_all(&whole).expect("send");
+    let seen = replies(&mut wire);
+    let kinds: Vec<(u8, &str)> = seen.iter().map(|(k, b)| (*k, b.as_str())).collect();
+    assert_eq!(
+        &kinds[..5],
+        &[
+            (b'1', ""),
+            (b'2', ""),
+            (b'D', "20000"),
+            (b'C', "SELECT 20000\0"),
+            (b'C', "SELECT 0\0"),
+        ],
+        "{kinds:?}"
+    );
+    let parts = [
+        &parse[..],
+        &bind,
+        &execute(7000),
+        &execute(7000),
+        &execute(7000),
+        &sync,
+    ]
+    .concat();
+    wire.0.write_all(&parts).expect("send");
+    let seen = replies(&mut wire);
+    let kinds: Vec<(u8, &str)> = seen.iter().map(|(k, b)| (*k, b.as_str())).collect();
+    assert_eq!(
+        &kinds[..8],
+        &[
+            (b'1', ""),
+            (b'2', ""),
+            (b'D', "7000"),
+            (b's', ""),
+            (b'D', "7000"),
+            (b's', ""),
+            (b'D', "6000"),
+            (b'C', "SELECT 6000\0"),
+        ],
+        "{kinds:?}"
+    );
+}
+
 #[test]
 fn an_idle_connection_is_closed_after_the_idle_timeout_and_an_active_one_is_not() {
     let (dir, data) = ohlcv(20000);
@@ -692,6 +766,17 @@ fn metrics_count_connections_statements_and_what_scans_read() {
     assert_eq!(hits(&scrape()), 1.0);
     let (ok, _, _) = host.psql("SET ringscan.result_cache = maybe");
     assert!(!ok, "a value that is neither on nor off is refused");
+    // A result sent as it is read (past 64 KiB): its scan is counted whole when it
+    // ends, and the result cache keeps it then, so that the second run scans nothing.
+    let decoded = |body: &str| value_in(body, "ringscan_scan_rows_decoded_total");
+    let before = scrape();
+    let every = "SELECT * FROM ohlcv WHERE volume >= 0";
+    let (ok, out, err) = host.psql_commands(&[every, every]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 40_000, "both runs' rows");
+    let after = scrape();
+    assert_eq!(decoded(&after) - decoded(&before), 20_000.0, "{after}");
+    assert_eq!(hits(&after) - hits(&before), 1.0, "{after}");
 }
 
 #[test]

@@ -19,5 +19,5 @@ pub mod zone;
 pub use result::{owned_copy, QueryOutcome, QueryResult};
 pub use result_cache::{DataVersion, ResultCache, ResultKey};
 /// A scan's counters from the daemon ([`QueryOutcome::scan`]'s `counters`).
-pub use ringscan_ipc::msg::DaemonCounters;
+pub use ringscan_ipc::msg::{DaemonCounters, ScanSummary};
 pub use ringscan_lru::{ByteLru, LruStats as CacheStats};

@@ -207,8 +207,15 @@ impl Metrics {
         self.auth_failures.inc();
     }
 
-    /// One statement that ran on the engine, `seconds` long.
-    pub(crate) fn statement(&self, outcome: Outcome, seconds: f64, query: Option<&QueryOutcome>) {
+    /// One statement that ran on the engine, `seconds` long; `scans`: its scans' work
+    /// too (not for a result still being read: see [`Self::scan`]).
+    pub(crate) fn statement(
+        &self,
+        outcome: Outcome,
+        seconds: f64,
+        query: Option<&QueryOutcome>,
+        scans: bool,
+    ) {
         self.statements
             .get_or_create(&[("outcome", outcome.label())])
             .inc();
@@ -220,9 +227,14 @@ impl Metrics {
         self.result_hits.inc_by(u64::from(q.result_hit));
         self.generic_plans.inc_by(u64::from(q.generic_plan));
         self.from_statistics.inc_by(u64::from(q.from_statistics));
-        let Some(s) = &q.scan else {
-            return;
-        };
+        if let (true, Some(s)) = (scans, &q.scan) {
+            self.scan(s);
+        }
+    }
+
+    /// What a statement's scans did (for a result read as it is sent, when its last
+    /// row has been read).
+    pub(crate) fn scan(&self, s: &ringscan_executor::ScanSummary) {
         self.bytes_read.inc_by(s.bytes_read);
         self.row_groups_considered.inc_by(s.row_groups_considered);
         for (by, n) in [
@@ -348,9 +360,9 @@ mod tests {
     #[test]
     fn histograms_are_cumulative_in_the_exposition() {
         let m = Metrics::new();
-        m.statement(Outcome::Ok, 0.000_2, None);
-        m.statement(Outcome::Ok, 0.003, None);
-        m.statement(Outcome::Error, 20.0, None);
+        m.statement(Outcome::Ok, 0.000_2, None, true);
+        m.statement(Outcome::Ok, 0.003, None, true);
+        m.statement(Outcome::Error, 20.0, None, true);
         let text = m.render(2);
         assert!(
             text.contains("ringscan_statements_total{outcome=\"ok\"} 2"),

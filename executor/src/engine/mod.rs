@@ -338,7 +338,8 @@ pub struct SqlSession {
     /// Each recent statement text's literal sites as [`literals`] found them (`None`:
     /// none to replace), so that a text run again is not parsed again.
     literal_shapes: HashMap<String, Option<Arc<literals::Shape>>>,
-    results: ResultCache,
+    /// Shared with the [`Rest`] of a result being read, which fills it at its end.
+    results: Arc<Mutex<ResultCache>>,
     /// The zone the session started in, where `RESET TimeZone` goes back to.
     default_time_zone: Arc<str>,
 }
@@ -539,7 +540,7 @@ impl SqlSession {
             plans: ByteLru::new(options.plan_cache_bytes),
             literals_refused: std::collections::HashSet::new(),
             literal_shapes: HashMap::new(),
-            results: ResultCache::new(options.result_cache_bytes),
+            results: Arc::new(Mutex::new(ResultCache::new(options.result_cache_bytes))),
             default_time_zone: options.time_zone.trim().into(),
         })
     }
@@ -1081,7 +1082,8 @@ impl SqlSession {
                     data_version(&cached.entries),
                 )
             });
-        if let Some(mut result) = key.as_ref().and_then(|k| self.results.get(k)) {
+        let hit = key.as_ref().and_then(|k| self.results().get(k));
+        if let Some(mut result) = hit {
             let kept: Vec<RecordBatch> = result
                 .batches
                 .iter()
@@ -1147,7 +1149,7 @@ impl SqlSession {
         let hold = hold.filter(|_| !writes && !is_explain);
         // A binding of a prepared statement is kept at its second run (the values of
         // point lookups rarely repeat; copying each answer out would cost them a tenth).
-        let key = key.filter(|k| !generic_plan || own_literals || self.results.seen_before(k));
+        let key = key.filter(|k| !generic_plan || own_literals || self.results().seen_before(k));
         // Batches taken may be views of a ring: the result cache keeps copies of them.
         let mut for_cache = (hand.taking && key.is_some()).then(Vec::new);
         let views = hand.taking;
@@ -1201,7 +1203,6 @@ impl SqlSession {
             }
         };
         let (batches, unread) = batches;
-        let key = if unread.is_some() { None } else { key };
         // A result still being read: its scans go on, and their summaries so far are
         // what there is (waiting for their end would wait for the client).
         let (scans, scanned) = daemon_scans(&physical, unread.is_none());
@@ -1238,28 +1239,37 @@ impl SqlSession {
             batches,
             rows,
         });
-        if let Some(key) = key {
-            let cached = match for_cache {
-                // Copies already, of the batches taken too.
-                Some(copies) => Arc::new(QueryResult {
-                    schema: Arc::clone(&result.schema),
-                    batches: copies,
-                    rows,
-                }),
-                None => {
-                    // A cached result must not keep a scan's ring (its whole mapping)
-                    // alive.
-                    result = Arc::new(result.owned().map_err(DataFusionError::from)?);
-                    Arc::clone(&result)
-                }
-            };
-            self.results.insert(key, cached);
-        }
-        let command = writes.then(|| format!("INSERT 0 {}", inserted_rows(&result)));
-        to.rest = unread.map(|stream| {
-            let zoned = relabel.then(|| Arc::clone(&result.schema));
-            Rest::new(stream, zoned, self.runtime.handle().clone(), interrupt)
+        // What the result cache takes: copies (of the batches taken too), or the
+        // result's own batches, copied out of any ring.
+        let copies = match (&key, for_cache) {
+            (None, _) => None,
+            (Some(_), Some(copies)) => Some(copies),
+            (Some(_), None) => {
+                result = Arc::new(result.owned().map_err(DataFusionError::from)?);
+                Some(result.batches.clone())
+            }
+        };
+        let filling = key.zip(copies).map(|(key, batches)| rest::Filling {
+            cache: Arc::clone(&self.results),
+            key,
+            schema: Arc::clone(&result.schema),
+            bytes: batches.iter().map(held_bytes).sum(),
+            batches,
+            rows,
         });
+        let command = writes.then(|| format!("INSERT 0 {}", inserted_rows(&result)));
+        match unread {
+            None => filling.into_iter().for_each(rest::Filling::fill),
+            Some(stream) => {
+                let zoned = relabel.then(|| Arc::clone(&result.schema));
+                let runtime = self.runtime.handle().clone();
+                // The rest fills the cache at its end, if the result stays small.
+                let filling = filling.filter(|f| f.bytes <= rest::STREAMED_CACHE_BYTES);
+                to.rest = Some(Rest::new(
+                    stream, zoned, runtime, interrupt, physical, filling,
+                ));
+            }
+        }
         Ok(QueryOutcome {
             result,
             explain: None,
@@ -1408,7 +1418,11 @@ impl SqlSession {
 
     /// Result-cache counters.
     pub fn result_cache_stats(&self) -> crate::CacheStats {
-        self.results.stats()
+        self.results().stats()
+    }
+
+    fn results(&self) -> std::sync::MutexGuard<'_, ResultCache> {
+        self.results.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
