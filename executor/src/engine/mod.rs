@@ -983,8 +983,9 @@ impl SqlSession {
     ///
     /// `how.hold`: once the batches handed over hold more than these bytes, the query
     /// returns with them and the [`Rest`] of its result, to be read as the caller
-    /// sends what it has (no result cache, and the outcome's scan summary counts what
-    /// the scans had done by then). A statement that writes is never split.
+    /// sends what it has (the outcome's scan summary counts what the scans had done by
+    /// then; the rest fills the result cache and reports the whole scan at its end). A
+    /// statement that writes is never split.
     /// `how.takes`: a query's batches are handed as [`Handed::Take`] (not an EXPLAIN's
     /// or a write's), and the caller's answer says whether it took each.
     pub fn query_each(
