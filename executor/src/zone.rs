@@ -37,6 +37,40 @@ pub fn parse_time_zone(name: &str) -> Result<Tz, UnknownTimeZone> {
     })
 }
 
+/// Names of UTC (and zero offsets): zones with no offset, ever.
+const UTC_NAMES: [&str; 24] = [
+    "+00:00",
+    "+0000",
+    "+00",
+    "-00:00",
+    "-0000",
+    "-00",
+    "UTC",
+    "Etc/UTC",
+    "UCT",
+    "Etc/UCT",
+    "Universal",
+    "Etc/Universal",
+    "Zulu",
+    "Etc/Zulu",
+    "GMT",
+    "Etc/GMT",
+    "GMT0",
+    "Etc/GMT0",
+    "GMT+0",
+    "Etc/GMT+0",
+    "GMT-0",
+    "Etc/GMT-0",
+    "Greenwich",
+    "Etc/Greenwich",
+];
+
+/// Whether the zone named `name` is UTC under one of its names (or a zero offset): no
+/// offset, ever, so none to look up for each instant.
+pub fn is_utc(name: &str) -> bool {
+    UTC_NAMES.contains(&name.trim())
+}
+
 /// `t` with its instants in `zone`: a `Timestamp` with a time zone gets `zone`; any other
 /// type (a naive `TIMESTAMP` included) is itself.
 pub fn zoned_type(t: &DataType, zone: &str) -> DataType {
@@ -318,5 +352,26 @@ mod tests {
             ),
             DataType::Timestamp(TimeUnit::Millisecond, Some("Asia/Kolkata".into()))
         );
+    }
+
+    /// Every name `is_utc` takes is a zone arrow reads, with no offset at any instant.
+    #[test]
+    fn utc_names_have_no_offset_ever() {
+        for name in UTC_NAMES {
+            let zone = parse_time_zone(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for us in [
+                -62_000_000_000_000_000,
+                -1,
+                0,
+                1_700_000_000_000_000,
+                253_000_000_000_000_000,
+            ] {
+                assert_eq!(offset_at(&zone, us), 0, "{name} at {us}");
+            }
+            assert!(is_utc(name));
+        }
+        for other in ["Europe/Berlin", "+05:30", "America/New_York", "Etc/GMT+1"] {
+            assert!(!is_utc(other), "{other}");
+        }
     }
 }
