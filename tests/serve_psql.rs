@@ -830,8 +830,8 @@ fn psycopg_answers_equal_duckdb_in_text_and_binary_and_queries_stop_when_asked()
     };
     let (dir, data) = ohlcv(20000);
     let _daemon = DaemonGuard(&data);
-    // Results past 64 KiB are read as they are sent: the larger answers, a timeout
-    // and a cancel request take that path.
+    // Results past 64 KiB (the default, set here in case it changes) are read as they
+    // are sent: the larger answers, a timeout and a cancel request take that path.
     let host = Host::start_with_env(
         "127.0.0.1:0",
         &data,
