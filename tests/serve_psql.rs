@@ -777,6 +777,9 @@ fn metrics_count_connections_statements_and_what_scans_read() {
     let after = scrape();
     assert_eq!(decoded(&after) - decoded(&before), 20_000.0, "{after}");
     assert_eq!(hits(&after) - hits(&before), 1.0, "{after}");
+    // Each run's duration observed once: the streamed one when its last row was read.
+    let timed = |body: &str| value_in(body, "ringscan_statement_duration_seconds_count");
+    assert_eq!(timed(&after) - timed(&before), 2.0, "{after}");
 }
 
 #[test]

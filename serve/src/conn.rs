@@ -670,9 +670,14 @@ impl Connection {
         // timeout, its entry for cancel requests, its stop when dropped.
         let timer = timer.map(AbortOnDrop);
         let rest = unread.map(|mut unread| {
-            // Its scans' work is counted when they end.
+            // Its duration and its scans' work are counted when its last row is read.
             let shared = Arc::clone(&self.shared);
-            unread.on_end(move |scans| shared.metrics.scan(scans));
+            let statement = sql.clone();
+            unread.on_end(move |scans| {
+                let took = started.elapsed();
+                shared.metrics.ended(took.as_secs_f64(), scans);
+                log_if_slow(&shared, took, &statement);
+            });
             Rest {
                 unread,
                 _guards: (timer, running, stop_on_drop),
@@ -690,12 +695,8 @@ impl Connection {
             result.as_ref().ok(),
             rest.is_none(),
         );
-        if took >= self.shared.slow_statement {
-            tracing::warn!(
-                ms = took.as_millis(),
-                statement = %one_line(&sql),
-                "slow statement"
-            );
+        if rest.is_none() {
+            log_if_slow(&self.shared, took, &sql);
         }
         result.map(|outcome| (outcome, early, rest))
     }
@@ -748,6 +749,17 @@ impl Connection {
         self.with_session(|s| Ok(s.time_zone().to_string()))
             .await
             .map_err(engine_error)
+    }
+}
+
+/// The log line of a statement that took `took`, if that is slow.
+fn log_if_slow(shared: &Shared, took: Duration, sql: &str) {
+    if took >= shared.slow_statement {
+        tracing::warn!(
+            ms = took.as_millis(),
+            statement = %one_line(sql),
+            "slow statement"
+        );
     }
 }
 

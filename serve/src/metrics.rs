@@ -207,19 +207,21 @@ impl Metrics {
         self.auth_failures.inc();
     }
 
-    /// One statement that ran on the engine, `seconds` long; `scans`: its scans' work
-    /// too (not for a result still being read: see [`Self::scan`]).
+    /// One statement that ran on the engine, `seconds` long; `over`: its duration and
+    /// its scans' work too (not for a result still being read: see [`Self::ended`]).
     pub(crate) fn statement(
         &self,
         outcome: Outcome,
         seconds: f64,
         query: Option<&QueryOutcome>,
-        scans: bool,
+        over: bool,
     ) {
         self.statements
             .get_or_create(&[("outcome", outcome.label())])
             .inc();
-        self.latency.observe(seconds);
+        if over {
+            self.latency.observe(seconds);
+        }
         let Some(q) = query else {
             return;
         };
@@ -227,7 +229,16 @@ impl Metrics {
         self.result_hits.inc_by(u64::from(q.result_hit));
         self.generic_plans.inc_by(u64::from(q.generic_plan));
         self.from_statistics.inc_by(u64::from(q.from_statistics));
-        if let (true, Some(s)) = (scans, &q.scan) {
+        if let (true, Some(s)) = (over, &q.scan) {
+            self.scan(s);
+        }
+    }
+
+    /// A statement whose result was read as it was sent has sent its last row,
+    /// `seconds` after it started; what its scans did, where it scanned.
+    pub(crate) fn ended(&self, seconds: f64, scans: Option<&ringscan_executor::ScanSummary>) {
+        self.latency.observe(seconds);
+        if let Some(s) = scans {
             self.scan(s);
         }
     }

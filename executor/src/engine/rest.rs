@@ -40,7 +40,7 @@ pub struct Rest {
 }
 
 /// What [`Rest::on_end`] is given.
-type OnEnd = Box<dyn FnOnce(&ScanSummary) + Send>;
+type OnEnd = Box<dyn FnOnce(Option<&ScanSummary>) + Send>;
 
 /// A result on its way into the result cache: copies of its batches so far.
 pub(crate) struct Filling {
@@ -112,10 +112,10 @@ impl Rest {
         }
     }
 
-    /// Calls `f` with the statement's scans' summary (the whole scan, not what the
-    /// outcome counted when it returned) when the rest has been read to its end
-    /// without an error; not where the plan scanned nothing.
-    pub fn on_end(&mut self, f: impl FnOnce(&ScanSummary) + Send + 'static) {
+    /// Calls `f` when the rest has been read to its end without an error, with the
+    /// statement's scans' summary (the whole scan, not what the outcome counted when
+    /// it returned; `None` where the plan scanned nothing).
+    pub fn on_end(&mut self, f: impl FnOnce(Option<&ScanSummary>) + Send + 'static) {
         self.on_end = Some(Box::new(f));
     }
 
@@ -126,9 +126,7 @@ impl Rest {
         }
         if let Some(f) = self.on_end.take() {
             let (scans, any) = super::daemon_scans(&self.physical, true);
-            if any {
-                f(&super::combined_summary(scans));
-            }
+            f(any.then(|| super::combined_summary(scans)).as_ref());
         }
     }
 }
