@@ -253,7 +253,7 @@ impl<'a> Control<'a> {
     /// Replaces held batches by the scan's ring: made (or the connection's kept one
     /// restarted), named to the client, attached to by it, and given the batches held.
     fn open_ring(&self, output: &mut Output) -> Result<(), String> {
-        let Output::Held { batches, kept, .. } = std::mem::replace(output, Output::Gone) else {
+        let Some((batches, kept)) = take_held(output) else {
             return Ok(());
         };
         self.holding.store(false, Ordering::Release);
@@ -340,6 +340,22 @@ fn stopped(reason: String) -> Result<bool, ScanError> {
         Err(ScanError::Sink(format!("{reason}: the scan was cut short")))
     } else {
         Ok(false)
+    }
+}
+
+/// The batches and kept ring of an output still held, leaving it `Gone`; `None`, and the
+/// output as it is, otherwise. The check between row groups decides to open the ring
+/// from `holding`, read before it takes the lock: a push may have opened the ring in
+/// between, and replacing that output unconditionally dropped the scan's ring (the
+/// next push failed with "the scan's output is gone"; once in a 10-minute soak of 16
+/// clients).
+fn take_held(output: &mut Output) -> Option<(Vec<RecordBatch>, Option<Producer>)> {
+    if !matches!(output, Output::Held { .. }) {
+        return None;
+    }
+    match std::mem::replace(output, Output::Gone) {
+        Output::Held { batches, kept, .. } => Some((batches, kept)),
+        _ => None,
     }
 }
 
@@ -1086,6 +1102,38 @@ mod tests {
     use arrow_schema::{DataType, Field};
 
     use super::*;
+
+    /// Only a held output is taken: a scan's ring already open stays (the check
+    /// between row groups and a push may both try to open it).
+    #[test]
+    fn only_a_held_output_is_taken() {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int32, false)]));
+        let options = RingOptions::new(1 << 20);
+        let name = ringscan_ipc::unique_name(ringscan_ipc::RING_PREFIX);
+        let producer = ringscan_ipc::FreshRing::create(&name, &options, 0)
+            .and_then(|ring| ring.start(Arc::clone(&schema)))
+            .expect("a ring");
+        let mut ring = Output::Ring {
+            producer,
+            blocked_before: Duration::ZERO,
+        };
+        assert!(take_held(&mut ring).is_none());
+        assert!(
+            matches!(ring, Output::Ring { .. }),
+            "the open ring was dropped"
+        );
+        let mut gone = Output::Gone;
+        assert!(take_held(&mut gone).is_none());
+        let batch = RecordBatch::new_empty(schema);
+        let mut held = Output::Held {
+            batches: vec![batch],
+            bytes: 0,
+            kept: None,
+        };
+        let (batches, kept) = take_held(&mut held).expect("held");
+        assert_eq!((batches.len(), kept.is_none()), (1, true));
+        assert!(matches!(held, Output::Gone));
+    }
 
     #[test]
     fn dictionary_batches_are_cast_to_the_table_type() {
