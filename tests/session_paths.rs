@@ -719,6 +719,43 @@ fn batches_taken_as_they_come_are_the_result_once_and_the_cache_keeps_copies() {
         got.sort();
         assert!(got == want, "taking {limit}, cache {cache}: rows differ");
     }
+    // A result whose copies would pass 8 MiB is not kept (its batches taken, what is
+    // left could not be the result): run again, it is scanned again, the same rows.
+    let wide = "SELECT i, f, s, ts, repeat(s, 8) AS a, repeat(s, 9) AS b FROM t WHERE f >= 100";
+    let want_wide = sorted_rows(&daemon.session().query(wide, false).expect(wide));
+    for run in 0..2 {
+        let mut taken: Vec<String> = Vec::new();
+        let (outcome, _) = session
+            .query_each(
+                wide,
+                Vec::new(),
+                true,
+                &Interrupt::new(),
+                Handing {
+                    hold: None,
+                    takes: true,
+                },
+                &mut |handed| match handed {
+                    Handed::Start => {
+                        taken.clear();
+                        false
+                    }
+                    Handed::Take(batch) => {
+                        taken.extend(batch_rows(batch));
+                        true
+                    }
+                    Handed::Batch(_) => false,
+                },
+            )
+            .expect(wide);
+        assert!(
+            !outcome.result_hit,
+            "run {run}: a result past 8 MiB was kept"
+        );
+        taken.extend(outcome.result.batches.iter().flat_map(batch_rows));
+        taken.sort();
+        assert!(taken == want_wide, "run {run}: rows differ");
+    }
     // The second and third runs scanned in the first's ring: nothing kept it (the
     // cached result is copies, the batches taken were dropped).
     let reused = client.status().expect("status").rings_reused - reused_before;

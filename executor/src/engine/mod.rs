@@ -1151,8 +1151,9 @@ impl SqlSession {
         // A binding of a prepared statement is kept at its second run (the values of
         // point lookups rarely repeat; copying each answer out would cost them a tenth).
         let key = key.filter(|k| !generic_plan || own_literals || self.results().seen_before(k));
-        // Batches taken may be views of a ring: the result cache keeps copies of them.
-        let mut for_cache = (hand.taking && key.is_some()).then(Vec::new);
+        // Batches taken may be views of a ring: the result cache keeps copies of them,
+        // while they stay under what a result read as it is sent may copy.
+        let mut for_cache = (hand.taking && key.is_some()).then(|| (Vec::new(), 0usize));
         let views = hand.taking;
         let running = Box::pin(async {
             let mut stream = execute_stream(Arc::clone(&physical), task)?;
@@ -1177,11 +1178,16 @@ impl SqlSession {
                     (false, true) => Some(copy(&batch)?),
                     (false, false) => Some(batch.clone()),
                 };
-                if let Some(cache) = &mut for_cache {
-                    cache.push(match &kept {
-                        Some(kept) => kept.clone(),
-                        None => copy(&batch)?,
-                    });
+                if let Some((cache, bytes)) = &mut for_cache {
+                    *bytes += held_bytes(&batch);
+                    if *bytes > rest::STREAMED_CACHE_BYTES {
+                        for_cache = None;
+                    } else {
+                        cache.push(match &kept {
+                            Some(kept) => kept.clone(),
+                            None => copy(&batch)?,
+                        });
+                    }
                 }
                 batches.extend(kept);
                 if hold.is_some_and(|limit| held > limit) {
@@ -1245,19 +1251,26 @@ impl SqlSession {
         let copies = match (&key, for_cache) {
             (None, _) => None,
             (Some(_), Some(copies)) => Some(copies),
+            // Batches were taken, and the copies outgrew the limit: not kept.
+            (Some(_), None) if views => None,
             (Some(_), None) => {
                 result = Arc::new(result.owned().map_err(DataFusionError::from)?);
-                Some(result.batches.clone())
+                Some((
+                    result.batches.clone(),
+                    result.batches.iter().map(held_bytes).sum(),
+                ))
             }
         };
-        let filling = key.zip(copies).map(|(key, batches)| rest::Filling {
-            cache: Arc::clone(&self.results),
-            key,
-            schema: Arc::clone(&result.schema),
-            bytes: batches.iter().map(held_bytes).sum(),
-            batches,
-            rows,
-        });
+        let filling = key
+            .zip(copies)
+            .map(|(key, (batches, bytes))| rest::Filling {
+                cache: Arc::clone(&self.results),
+                key,
+                schema: Arc::clone(&result.schema),
+                bytes,
+                batches,
+                rows,
+            });
         let command = writes.then(|| format!("INSERT 0 {}", inserted_rows(&result)));
         match unread {
             None => filling.into_iter().for_each(rest::Filling::fill),
