@@ -381,6 +381,8 @@ impl Wire {
 /// An Execute without a row limit sends the portal's rows (read as they are sent, past
 /// 64 KiB) and leaves it finished: executed again, it has no rows. With a row limit,
 /// the portal is sent in parts, each ending suspended, the last with its command tag.
+/// A simple query's rows go as the whole portal's do (past pgwire's encoder, in
+/// packs): the same rows, byte for byte, as the parts that pgwire sends row by row.
 #[test]
 fn portals_are_sent_whole_once_or_in_parts_of_their_row_limit() {
     use std::io::Write;
@@ -393,25 +395,30 @@ fn portals_are_sent_whole_once_or_in_parts_of_their_row_limit() {
     // Unnamed portal of the unnamed statement: no parameters, results in text.
     let bind = frame(b'B', b"\0\0\0\0\0\0\0\0");
     let execute = |max_rows: i32| frame(b'E', &[&b"\0"[..], &max_rows.to_be_bytes()].concat());
-    // What came back: data rows counted between the other messages (type, body).
+    // What came back: data rows counted between the other messages (type, body), and
+    // the data rows' bodies, one after another.
     let replies = |wire: &mut Wire| {
         let mut seen: Vec<(u8, String)> = Vec::new();
+        let mut rows = Vec::new();
         loop {
             let (kind, body) = wire.message().expect("a reply");
+            if kind == b'D' {
+                rows.extend_from_slice(&body);
+            }
             match (kind, seen.last_mut()) {
                 (b'D', Some((b'D', n))) => *n = (n.parse::<u64>().unwrap() + 1).to_string(),
                 (b'D', _) => seen.push((b'D', "1".into())),
                 _ => seen.push((kind, String::from_utf8_lossy(&body).into_owned())),
             }
             if kind == b'Z' {
-                return seen;
+                return (seen, rows);
             }
         }
     };
     let sync = frame(b'S', b"");
     let whole = [&parse[..], &bind, &execute(0), &execute(0), &sync].concat();
     wire.0.write_all(&whole).expect("send");
-    let seen = replies(&mut wire);
+    let (seen, whole_rows) = replies(&mut wire);
     let kinds: Vec<(u8, &str)> = seen.iter().map(|(k, b)| (*k, b.as_str())).collect();
     assert_eq!(
         &kinds[..5],
@@ -434,7 +441,7 @@ fn portals_are_sent_whole_once_or_in_parts_of_their_row_limit() {
     ]
     .concat();
     wire.0.write_all(&parts).expect("send");
-    let seen = replies(&mut wire);
+    let (seen, part_rows) = replies(&mut wire);
     let kinds: Vec<(u8, &str)> = seen.iter().map(|(k, b)| (*k, b.as_str())).collect();
     assert_eq!(
         &kinds[..8],
@@ -450,6 +457,33 @@ fn portals_are_sent_whole_once_or_in_parts_of_their_row_limit() {
         ],
         "{kinds:?}"
     );
+    // The first 14,000 rows, as pgwire sent them one by one.
+    assert!(part_rows.len() > 100_000, "{} bytes", part_rows.len());
+    assert_eq!(&whole_rows[..part_rows.len()], &part_rows[..]);
+
+    // Simple queries: one statement, and two (only the last is sent as read).
+    wire.0.write_all(&query_message(sql)).expect("send");
+    let (seen, simple_rows) = replies(&mut wire);
+    let kinds: Vec<u8> = seen.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, b"TDCZ", "{seen:?}");
+    assert_eq!(seen[1].1, "20000");
+    assert_eq!(seen[2].1, "SELECT 20000\0");
+    assert!(simple_rows == whole_rows, "the simple query's rows differ");
+    let two = format!("SELECT 1 AS one; {sql}");
+    wire.0.write_all(&query_message(&two)).expect("send");
+    let (seen, two_rows) = replies(&mut wire);
+    let kinds: Vec<u8> = seen.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, b"TDCTDCZ", "{seen:?}");
+    let counts: Vec<&str> = seen
+        .iter()
+        .skip(1)
+        .step_by(3)
+        .take(2)
+        .map(|(_, b)| b.as_str())
+        .collect();
+    assert_eq!(counts, ["1", "20000"], "{seen:?}");
+    assert_eq!(seen[5].1, "SELECT 20000\0");
+    assert!(two_rows.ends_with(&whole_rows));
 }
 
 #[test]

@@ -242,6 +242,8 @@ pub(crate) struct Connection {
     /// The rows of that COPY parsed so far, and its parts staged with the daemon once
     /// they outgrow memory (`BulkInsert`).
     copy_rows: Mutex<Option<BulkInsert>>,
+    /// Data rows sent past pgwire (`socket::Lane`).
+    pub(crate) lane: Arc<crate::socket::Lane>,
 }
 
 impl Drop for Connection {
@@ -302,6 +304,7 @@ impl Connection {
             failed: 0.into(),
             copy_in: Mutex::new(None),
             copy_rows: Mutex::new(None),
+            lane: Arc::default(),
         }
     }
 

@@ -23,16 +23,19 @@ use pgwire::api::{
     RandomPidSecretKeyGenerator, Type,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::data::RowDescription;
 use pgwire::messages::startup::{Authentication, PasswordMessageFamily};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use ringscan_executor::engine::{split_statements, Param};
 
 use crate::binary;
 use crate::conn::{engine_error, Connection};
+use crate::packed::pack_rows;
 use crate::rewrite::{rewrite, Rewritten};
 use crate::rows;
 use crate::scram;
 use crate::settings::Settings;
+use crate::socket::{Lane, MAX_BUFFERED};
 use crate::statement::{classify, Class};
 use crate::text::pg_type;
 
@@ -345,7 +348,7 @@ impl Handler {
 
 #[async_trait]
 impl SimpleQueryHandler for Handler {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
         C::PortalStore: PortalStore,
@@ -376,6 +379,13 @@ impl SimpleQueryHandler for Handler {
                 log_error(&self.0, e, sql);
             }
             let failed = matches!(response, Response::Error(_));
+            let response = match response {
+                // One statement: its rows go as they are read, nothing before them.
+                Response::Query(rows) if last == 0 => {
+                    Response::Execution(send_rows(client, &self.0.lane, rows, true).await?)
+                }
+                other => other,
+            };
             responses.push(response);
             // As PostgreSQL does: the statements after a failed one do not run.
             if failed {
@@ -560,37 +570,79 @@ impl ExtendedQueryHandler for Handler {
             }
         };
         match (max_rows, response) {
-            (0, Response::Query(rows)) => send_whole(client, portal, rows).await,
+            (0, Response::Query(rows)) => send_whole(client, &self.0.lane, portal, rows).await,
             (_, response) => Ok(response),
         }
     }
 }
 
-/// Sends the rows of a portal executed without a row limit as they are read, and
-/// leaves the portal finished; the command tag is what is left to send. pgwire's
-/// own Execute collects a portal's rows whole before it sends any (its `fetch`), so a
-/// result read as it is sent (`conn::Rest`) waited for its last row all the same.
-async fn send_whole<C>(
+/// Sends `response`'s data rows as they are read (after its RowDescription where
+/// `describe`, as a simple query's); the CommandComplete's tag is what is left to send.
+/// Packs of rows go on the connection's lane, past pgwire's encoder (`socket::Lane`).
+/// pgwire's own Execute collects a portal's rows whole before it sends any (its
+/// `fetch`), so a result read as it is sent (`conn::Rest`) waited for its last row
+/// all the same.
+async fn send_rows<C>(
     client: &mut C,
-    portal: &Portal<Statement>,
+    lane: &Lane,
     mut response: pgwire::api::results::QueryResponse,
-) -> PgWireResult<Response>
+    describe: bool,
+) -> PgWireResult<pgwire::api::results::Tag>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     use futures::StreamExt;
-    // Messages, as pgwire counts them (a pack counts as one; `packed::Unpack` adds
-    // the rest to the tag).
-    let mut sent = 0;
-    let rows = response.data_rows();
-    while let Some(row) = rows.next().await {
-        client.feed(PgWireBackendMessage::DataRow(row?)).await?;
-        sent += 1;
+    if describe {
+        let fields = response.row_schema();
+        let description = RowDescription::new(fields.iter().map(Into::into).collect());
+        client
+            .feed(PgWireBackendMessage::RowDescription(description))
+            .await?;
     }
+    let mut rows = 0;
+    // Whether all that pgwire was handed has reached the socket's buffer, so that
+    // what the lane takes goes after it.
+    let mut flushed = false;
+    let data = response.data_rows();
+    while let Some(row) = data.next().await {
+        let row = row?;
+        match pack_rows(&row) {
+            Some(n) => {
+                if !flushed {
+                    client.flush().await?;
+                    flushed = true;
+                }
+                rows += n;
+                if lane.push(row.data.freeze()) >= MAX_BUFFERED {
+                    client.flush().await?;
+                }
+            }
+            None => {
+                client.feed(PgWireBackendMessage::DataRow(row)).await?;
+                rows += 1;
+                flushed = false;
+            }
+        }
+    }
+    Ok(pgwire::api::results::Tag::new(response.command_tag()).with_rows(rows))
+}
+
+/// Sends the rows of a portal executed without a row limit as they are read
+/// ([`send_rows`]), and leaves the portal finished.
+async fn send_whole<C>(
+    client: &mut C,
+    lane: &Lane,
+    portal: &Portal<Statement>,
+    response: pgwire::api::results::QueryResponse,
+) -> PgWireResult<Response>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let tag = send_rows(client, lane, response, false).await?;
     // A second Execute of the portal gets no rows, as from pgwire's finished portal.
     *portal.state.lock().await = pgwire::api::portal::PortalExecutionState::Finished;
-    let tag = pgwire::api::results::Tag::new(response.command_tag()).with_rows(sent);
     Ok(Response::Execution(tag))
 }
 

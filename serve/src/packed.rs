@@ -15,6 +15,11 @@ pub(crate) fn pack_count(rows: usize) -> i16 {
     -i16::try_from(rows).unwrap_or(i16::MAX)
 }
 
+/// The rows `row` carries as a pack; `None` for a plain data row.
+pub(crate) fn pack_rows(row: &pgwire::messages::data::DataRow) -> Option<usize> {
+    (row.field_count < 0).then(|| usize::from(row.field_count.unsigned_abs()))
+}
+
 /// Rows a pack carries at most (its field count is an i16).
 pub(crate) const PACK_ROWS: usize = 1024;
 
