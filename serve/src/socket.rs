@@ -244,8 +244,17 @@ impl AsyncWrite for Coalescing {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        // What a handler queued goes before these bytes.
-        if this.lane.bytes() > 0 {
+        // What a handler queued goes before these bytes: a little of it joins the
+        // buffer (a point lookup's row and its ReadyForQuery in one `send`), more
+        // goes out first.
+        let queued = this.lane.bytes();
+        if queued > 0 && this.pending() < FLUSH_BYTES {
+            let mut lane = this.lane.0.lock().unwrap_or_else(PoisonError::into_inner);
+            for chunk in lane.chunks.drain(..) {
+                this.out.extend_from_slice(&chunk);
+            }
+            lane.bytes = 0;
+        } else if queued > 0 {
             match this.poll_drain(cx) {
                 Poll::Ready(Ok(())) => {}
                 other => return other.map(|r| r.map(|()| 0)),
@@ -648,5 +657,46 @@ mod tests {
         let got = reader.join().expect("reader");
         assert!(got == expected, "the bytes arrived out of order");
         assert_eq!(lane.bytes(), 0);
+    }
+
+    /// A small result on the lane waits for the end of the turn with the rest: a
+    /// point lookup's row, CommandComplete and ReadyForQuery leave in one `send`.
+    #[test]
+    fn a_small_lane_waits_for_the_end_of_the_turn() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut peer =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        server.set_nonblocking(true).expect("nonblocking");
+        let bind = message(b'2', b"");
+        let row = message(b'D', &[0, 1, 0, 0, 0, 1, b'7']);
+        let done = message(b'C', b"SELECT 1\0");
+        let ready = message(b'Z', b"I");
+        runtime.block_on(async {
+            let lane = Arc::new(Lane::default());
+            let mut s = Coalescing::new(
+                TcpStream::from_std(server).expect("tokio stream"),
+                Arc::clone(&lane),
+            );
+            s.negotiating = false;
+            s.write_all(&bind).await.expect("write");
+            s.flush().await.expect("flush");
+            lane.push(Bytes::from(row.clone()));
+            s.flush().await.expect("flush");
+            s.write_all(&done).await.expect("write");
+            s.flush().await.expect("flush");
+            assert!(
+                received(&mut peer, Duration::from_millis(100)).is_empty(),
+                "nothing before the turn ends"
+            );
+            s.write_all(&ready).await.expect("write");
+            s.flush().await.expect("flush");
+            let all: Vec<u8> = [bind.as_slice(), &row, &done, &ready].concat();
+            assert_eq!(received(&mut peer, Duration::from_secs(5)), all);
+        });
     }
 }
