@@ -10,7 +10,7 @@ use arrow_array::types::{
     TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type,
     UInt64Type, UInt8Type,
 };
-use arrow_array::{Array, ArrowPrimitiveType, PrimitiveArray};
+use arrow_array::{Array, ArrowPrimitiveType, OffsetSizeTrait, PrimitiveArray};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, TimeUnit};
 use bytes::{BufMut, BytesMut};
@@ -214,6 +214,21 @@ impl Cells<'_> {
         }
     }
 
+    /// The size of every row's cell where it is one size in every row (a fixed-width
+    /// kind without NULLs).
+    pub(crate) fn same_size(&self) -> Option<usize> {
+        if self.nulls.is_some() {
+            return None;
+        }
+        match &self.kind {
+            CellKind::I16(_) => Some(4 + 2),
+            CellKind::I32(_) | CellKind::F32(_) | CellKind::Date(..) => Some(4 + 4),
+            CellKind::I64(_) | CellKind::F64(_) | CellKind::Micros(..) => Some(4 + 8),
+            CellKind::Bool(_) => Some(4 + 1),
+            _ => None,
+        }
+    }
+
     /// Adds the size of each row's cell (rows `start..start + sizes.len()`) to
     /// `sizes`. Only for [`Self::sized`] cells.
     pub(crate) fn add_sizes(&self, start: usize, sizes: &mut [usize]) {
@@ -238,8 +253,10 @@ impl Cells<'_> {
 
     /// Writes the cells of rows `start..start + at.len()` into `buf`, row `k`'s at
     /// `at[k]`, and moves each `at[k]` past its cell. Only for [`Self::sized`] cells,
-    /// `buf` as sized by [`Self::add_sizes`].
-    pub(crate) fn write_at(&self, start: usize, buf: &mut [u8], at: &mut [usize]) {
+    /// `buf` as sized by [`Self::add_sizes`]. Row `k` ends at `ends[k]`: a string
+    /// cell may write garbage past its end, up to there, for the later columns of
+    /// its row to overwrite (so columns are written first to last).
+    pub(crate) fn write_at(&self, start: usize, buf: &mut [u8], at: &mut [usize], ends: &[usize]) {
         let nulls = self.nulls.as_ref();
         match &self.kind {
             CellKind::I16(v) => fixed_at(v, |x| x.to_be_bytes(), nulls, start, buf, at),
@@ -272,8 +289,8 @@ impl Cells<'_> {
                     };
                 }
             }
-            CellKind::Str(o, values) => strings_at(o, values, nulls, start, buf, at),
-            CellKind::LargeStr(o, values) => strings_at(o, values, nulls, start, buf, at),
+            CellKind::Str(o, values) => strings_at(o, values, nulls, start, buf, at, ends),
+            CellKind::LargeStr(o, values) => strings_at(o, values, nulls, start, buf, at, ends),
             CellKind::Other(_) => unreachable!("sized cells only"),
         }
     }
@@ -289,21 +306,24 @@ fn micros_inline(us: i64) -> Option<i64> {
     us.checked_sub(crate::binary::PG_EPOCH_US)
 }
 
-fn add_string_sizes<O: Copy + TryInto<usize>>(
+fn add_string_sizes<O: OffsetSizeTrait>(
     offsets: &[O],
     nulls: &Option<NullBuffer>,
     start: usize,
     sizes: &mut [usize],
 ) {
-    let len = |k: usize| {
-        let at = |j: usize| offsets[j].try_into().unwrap_or(0);
-        at(start + k + 1).saturating_sub(at(start + k))
-    };
-    for (k, s) in sizes.iter_mut().enumerate() {
-        *s += 4 + match nulls {
-            Some(n) if n.is_null(start + k) => 0,
-            _ => len(k),
-        };
+    let offsets = &offsets[start..=start + sizes.len()];
+    let lengths = offsets.windows(2).map(|w| (w[1] - w[0]).as_usize());
+    match nulls {
+        None => sizes
+            .iter_mut()
+            .zip(lengths)
+            .for_each(|(s, len)| *s += 4 + len),
+        Some(n) => {
+            for (k, (s, len)) in sizes.iter_mut().zip(lengths).enumerate() {
+                *s += 4 + if n.is_null(start + k) { 0 } else { len };
+            }
+        }
     }
 }
 
@@ -346,27 +366,37 @@ fn fixed_at<T: Copy, const N: usize>(
     }
 }
 
-fn strings_at<O: Copy + TryInto<usize>>(
+/// Strings of at most this many bytes are copied as this many (see
+/// [`Cells::write_at`]): a fixed-size move, where a copy of the string's own length
+/// was a call to `memcpy` per cell.
+const SHORT: usize = 8;
+
+fn strings_at<O: OffsetSizeTrait>(
     offsets: &[O],
     values: &[u8],
     nulls: Option<&NullBuffer>,
     start: usize,
     buf: &mut [u8],
     at: &mut [usize],
+    ends: &[usize],
 ) {
-    let offset = |j: usize| offsets[j].try_into().unwrap_or(0);
-    for (k, pos) in at.iter_mut().enumerate() {
+    for (k, (pos, &end)) in at.iter_mut().zip(ends).enumerate() {
         let i = start + k;
         if nulls.is_some_and(|n| n.is_null(i)) {
             *pos = put_null_at(buf, *pos);
             continue;
         }
-        let value = &values[offset(i)..offset(i + 1)];
+        let from = offsets[i].as_usize();
+        let len = offsets[i + 1].as_usize() - from;
         let p = *pos;
-        buf[p..p + 4]
-            .copy_from_slice(&i32::try_from(value.len()).unwrap_or(i32::MAX).to_be_bytes());
-        buf[p + 4..p + 4 + value.len()].copy_from_slice(value);
-        *pos = p + 4 + value.len();
+        buf[p..p + 4].copy_from_slice(&i32::try_from(len).unwrap_or(i32::MAX).to_be_bytes());
+        let q = p + 4;
+        if len <= SHORT && q + SHORT <= end && from + SHORT <= values.len() {
+            buf[q..q + SHORT].copy_from_slice(&values[from..from + SHORT]);
+        } else {
+            buf[q..q + len].copy_from_slice(&values[from..from + len]);
+        }
+        *pos = q + len;
     }
 }
 
@@ -876,6 +906,37 @@ mod tests {
             ];
             for c in &columns {
                 check(c);
+            }
+            // Strings beside other columns and each other, as a result's rows: the
+            // same bytes in packs (short strings moved in fixed sizes that may reach
+            // into the cells after theirs) as row by row.
+            let n = ints.len().min(strings.len());
+            let shifted = |k: usize| -> ArrayRef {
+                Arc::new(StringArray::from_iter((0..n).map(|i| strings[(i + k) % strings.len()].clone())))
+            };
+            let batch = arrow_array::RecordBatch::try_from_iter([
+                ("s0", shifted(0)),
+                ("i", Arc::new(Int64Array::from(ints[..n].to_vec())) as ArrayRef),
+                ("s1", shifted(1)),
+                ("s2", shifted(2)),
+                ("b", Arc::new(BooleanArray::from_iter(ints[..n].iter().map(|v| v.map(|v| v % 3 == 0)))) as ArrayRef),
+                ("s3", shifted(3)),
+            ])
+            .unwrap();
+            for binary in [true, false] {
+                let formats = [binary; 6];
+                let packed: Vec<u8> = crate::rows::packed_rows(&batch, &formats)
+                    .iter()
+                    .flat_map(|pack| pack.data.to_vec())
+                    .collect();
+                let mut framed = Vec::new();
+                for row in crate::rows::data_rows(&batch, &formats) {
+                    framed.push(b'D');
+                    framed.extend_from_slice(&(row.data.len() as i32 + 6).to_be_bytes());
+                    framed.extend_from_slice(&row.field_count.to_be_bytes());
+                    framed.extend_from_slice(&row.data);
+                }
+                prop_assert!(packed == framed, "packed rows of strings beside other columns");
             }
             // Where the binary forms end: dates and instants past PostgreSQL's range
             // (written as the reference writes them, in text).

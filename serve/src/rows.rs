@@ -398,12 +398,17 @@ pub(crate) fn packed_rows(batch: &RecordBatch, binary: &[bool]) -> Vec<DataRow> 
 fn pack_by_column(columns: &[Cells<'_>], count: i16, rows: std::ops::Range<usize>) -> BytesMut {
     // A row's message: 'D', its length, its field count, its cells.
     const HEADER: usize = 7;
-    let mut at = vec![HEADER; rows.len()];
-    for column in columns {
+    // Cells of one size in every row are counted once.
+    let same: usize = columns.iter().filter_map(Cells::same_size).sum();
+    let mut at = vec![HEADER + same; rows.len()];
+    for column in columns.iter().filter(|c| c.same_size().is_none()) {
         column.add_sizes(rows.start, &mut at);
     }
     let total: usize = at.iter().sum();
     let mut buf = BytesMut::zeroed(total);
+    // Where each row ends (short strings are copied in fixed-size moves that may
+    // reach past their cell, never past their row: see `Cells::write_at`).
+    let mut ends = Vec::with_capacity(rows.len());
     let mut pos = 0;
     for size in &mut at {
         let length = i32::try_from(*size - 1).unwrap_or(i32::MAX);
@@ -413,10 +418,11 @@ fn pack_by_column(columns: &[Cells<'_>], count: i16, rows: std::ops::Range<usize
         // From the row's size to where its first cell goes.
         let next = pos + *size;
         *size = pos + HEADER;
+        ends.push(next);
         pos = next;
     }
     for column in columns {
-        column.write_at(rows.start, &mut buf, &mut at);
+        column.write_at(rows.start, &mut buf, &mut at, &ends);
     }
     debug_assert_eq!(at.last().copied().unwrap_or(0), total);
     buf
