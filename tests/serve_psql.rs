@@ -814,6 +814,43 @@ fn metrics_count_connections_statements_and_what_scans_read() {
     // Each run's duration observed once: the streamed one when its last row was read.
     let timed = |body: &str| value_in(body, "ringscan_statement_duration_seconds_count");
     assert_eq!(timed(&after) - timed(&before), 2.0, "{after}");
+    // A result sent as it is read whose client leaves before its end (far more than
+    // the sockets hold): counted canceled when it ends, not ok when it started.
+    let statements = |body: &str, outcome: &str| -> f64 {
+        let name = format!("ringscan_statements_total{{outcome=\"{outcome}\"}}");
+        body.lines()
+            .find_map(|l| {
+                l.strip_prefix(name.as_str())
+                    .and_then(|v| v.strip_prefix(' '))
+            })
+            .map_or(0.0, |v| v.trim().parse().unwrap_or(f64::NAN))
+    };
+    let before = scrape();
+    {
+        use std::io::Write;
+        let mut wire = Wire::connect(host.port);
+        let big = "SELECT a.*, b.symbol AS other FROM ohlcv a, ohlcv b LIMIT 300000";
+        wire.0.write_all(&query_message(big)).expect("send");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = loop {
+        let body = scrape();
+        if statements(&body, "canceled") > statements(&before, "canceled") {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "never counted canceled:\n{body}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        statements(&after, "canceled") - statements(&before, "canceled"),
+        1.0
+    );
+    assert_eq!(
+        statements(&after, "ok"),
+        statements(&before, "ok"),
+        "{after}"
+    );
 }
 
 #[test]

@@ -676,9 +676,18 @@ impl Connection {
             // Its duration and its scans' work are counted when its last row is read.
             let shared = Arc::clone(&self.shared);
             let statement = sql.clone();
-            unread.on_end(move |scans| {
+            unread.on_end(move |end| {
+                use crate::metrics::Outcome;
+                use ringscan_executor::engine::RestEnd;
                 let took = started.elapsed();
-                shared.metrics.ended(took.as_secs_f64(), scans);
+                let (outcome, scans) = match end {
+                    RestEnd::Read(scans) => (Outcome::Ok, scans),
+                    RestEnd::Failed(EngineError::Interrupted(_)) | RestEnd::Dropped => {
+                        (Outcome::Canceled, None)
+                    }
+                    RestEnd::Failed(_) => (Outcome::Error, None),
+                };
+                shared.metrics.ended(outcome, took.as_secs_f64(), scans);
                 log_if_slow(&shared, took, &statement);
             });
             Rest {

@@ -207,8 +207,9 @@ impl Metrics {
         self.auth_failures.inc();
     }
 
-    /// One statement that ran on the engine, `seconds` long; `over`: its duration and
-    /// its scans' work too (not for a result still being read: see [`Self::ended`]).
+    /// One statement that ran on the engine, `seconds` long; `over`: its outcome, its
+    /// duration and its scans' work too (not for a result still being read, which may
+    /// yet fail: see [`Self::ended`]).
     pub(crate) fn statement(
         &self,
         outcome: Outcome,
@@ -216,10 +217,10 @@ impl Metrics {
         query: Option<&QueryOutcome>,
         over: bool,
     ) {
-        self.statements
-            .get_or_create(&[("outcome", outcome.label())])
-            .inc();
         if over {
+            self.statements
+                .get_or_create(&[("outcome", outcome.label())])
+                .inc();
             self.latency.observe(seconds);
         }
         let Some(q) = query else {
@@ -234,9 +235,18 @@ impl Metrics {
         }
     }
 
-    /// A statement whose result was read as it was sent has sent its last row,
-    /// `seconds` after it started; what its scans did, where it scanned.
-    pub(crate) fn ended(&self, seconds: f64, scans: Option<&ringscan_executor::ScanSummary>) {
+    /// A statement whose result was read as it was sent has ended (`outcome`: sent
+    /// its last row, failed, or was dropped first), `seconds` after it started; what
+    /// its scans did, where it scanned to the end.
+    pub(crate) fn ended(
+        &self,
+        outcome: Outcome,
+        seconds: f64,
+        scans: Option<&ringscan_executor::ScanSummary>,
+    ) {
+        self.statements
+            .get_or_create(&[("outcome", outcome.label())])
+            .inc();
         self.latency.observe(seconds);
         if let Some(s) = scans {
             self.scan(s);

@@ -68,7 +68,7 @@ pub use daemon_settings::ScanSettings;
 /// A parameter's value ([`SqlSession::query_with`]).
 pub use datafusion::common::ScalarValue as Param;
 pub use interrupt::Interrupt;
-pub use rest::Rest;
+pub use rest::{Rest, RestEnd};
 
 /// Failure of one query of a [`SqlSession`].
 #[derive(Debug, thiserror::Error)]

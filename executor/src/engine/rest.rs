@@ -25,7 +25,8 @@ pub(crate) const STREAMED_CACHE_BYTES: usize = 8 << 20;
 /// ends with an error when the statement's interrupt fires (a cancel request, the
 /// statement timeout); dropping it stops the query (its scans with it). Read to its
 /// end, it puts the result in the result cache where the statement's would go (and it
-/// is small enough), and hands its scans' summary to [`Rest::on_end`]'s callback.
+/// is small enough). [`Rest::on_end`]'s callback learns how it ended: read (with its
+/// scans' summary), failed, or dropped first.
 pub struct Rest {
     stream: SendableRecordBatchStream,
     /// The result's schema where its instants are relabelled into the session zone.
@@ -39,8 +40,20 @@ pub struct Rest {
     on_end: Option<OnEnd>,
 }
 
+/// How a result read as it was sent ended ([`Rest::on_end`]).
+#[derive(Debug)]
+pub enum RestEnd<'a> {
+    /// Read to its end: the statement's scans' summary (the whole scan, not what the
+    /// outcome counted when it returned; `None` where the plan scanned nothing).
+    Read(Option<&'a ScanSummary>),
+    /// Its reading failed (an interrupt is [`EngineError::Interrupted`]).
+    Failed(&'a EngineError),
+    /// Dropped before its end: the client went, or closed the portal.
+    Dropped,
+}
+
 /// What [`Rest::on_end`] is given.
-type OnEnd = Box<dyn FnOnce(Option<&ScanSummary>) + Send>;
+type OnEnd = Box<dyn FnOnce(RestEnd<'_>) + Send>;
 
 /// A result on its way into the result cache: copies of its batches so far.
 pub(crate) struct Filling {
@@ -112,10 +125,8 @@ impl Rest {
         }
     }
 
-    /// Calls `f` when the rest has been read to its end without an error, with the
-    /// statement's scans' summary (the whole scan, not what the outcome counted when
-    /// it returned; `None` where the plan scanned nothing).
-    pub fn on_end(&mut self, f: impl FnOnce(Option<&ScanSummary>) + Send + 'static) {
+    /// Calls `f` once, when the rest ends: read to its end, failed, or dropped first.
+    pub fn on_end(&mut self, f: impl FnOnce(RestEnd<'_>) + Send + 'static) {
         self.on_end = Some(Box::new(f));
     }
 
@@ -126,7 +137,25 @@ impl Rest {
         }
         if let Some(f) = self.on_end.take() {
             let (scans, any) = super::daemon_scans(&self.physical, true);
-            f(any.then(|| super::combined_summary(scans)).as_ref());
+            f(RestEnd::Read(
+                any.then(|| super::combined_summary(scans)).as_ref(),
+            ));
+        }
+    }
+
+    /// Reading the result failed with `e`.
+    fn failed(&mut self, e: &EngineError) {
+        self.filling = None;
+        if let Some(f) = self.on_end.take() {
+            f(RestEnd::Failed(e));
+        }
+    }
+}
+
+impl Drop for Rest {
+    fn drop(&mut self) {
+        if let Some(f) = self.on_end.take() {
+            f(RestEnd::Dropped);
         }
     }
 }
@@ -141,7 +170,9 @@ impl Stream for Rest {
         }
         if let Poll::Ready(reason) = this.stopped.as_mut().poll(cx) {
             this.done = true;
-            return Poll::Ready(Some(Err(EngineError::Interrupted(reason))));
+            let e = EngineError::Interrupted(reason);
+            this.failed(&e);
+            return Poll::Ready(Some(Err(e)));
         }
         // What the plan spawns as it runs goes to the session's runtime; and outside
         // tokio's cooperative budget, as `poll_here` polls a whole query: polled from a
@@ -167,9 +198,102 @@ impl Stream for Rest {
                 }
             }
             None => this.ended(),
-            Some(Err(_)) => this.filling = None,
+            Some(Err(e)) => this.failed(e),
         }
         this.done = !matches!(item, Some(Ok(_)));
         Poll::Ready(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    use datafusion::error::DataFusionError;
+    use datafusion::physical_plan::empty::EmptyExec;
+    use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+    use futures::StreamExt;
+
+    use super::*;
+
+    /// How each rest ended, as its `on_end` callback was told (once).
+    fn ends(
+        items: Vec<Result<RecordBatch, DataFusionError>>,
+        read: usize,
+        interrupt_after: Option<usize>,
+    ) -> Vec<String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "a",
+            arrow_schema::DataType::Int64,
+            false,
+        )]));
+        let stream = Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&schema),
+            futures::stream::iter(items),
+        ));
+        let interrupt = Interrupt::new();
+        let physical: Arc<dyn ExecutionPlan> = Arc::new(EmptyExec::new(Arc::clone(&schema)));
+        let mut rest = Rest::new(
+            stream,
+            None,
+            runtime.handle().clone(),
+            &interrupt,
+            physical,
+            None,
+        );
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let told = Arc::clone(&seen);
+        rest.on_end(move |end| {
+            let what = match end {
+                RestEnd::Read(scans) => format!("read {}", scans.is_some()),
+                RestEnd::Failed(EngineError::Interrupted(why)) => format!("interrupted: {why}"),
+                RestEnd::Failed(e) => format!("failed: {e}"),
+                RestEnd::Dropped => "dropped".into(),
+            };
+            told.lock().unwrap().push(what);
+        });
+        runtime.block_on(async {
+            for i in 0..read {
+                if interrupt_after == Some(i) {
+                    interrupt.fire("the statement timeout");
+                }
+                if rest.next().await.is_none() {
+                    break;
+                }
+            }
+        });
+        drop(rest);
+        let seen = seen.lock().unwrap().clone();
+        seen
+    }
+
+    fn batch() -> RecordBatch {
+        let a: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
+        RecordBatch::try_from_iter([("a", a)]).unwrap()
+    }
+
+    #[test]
+    fn a_rest_tells_how_it_ended_once() {
+        let error = || Err(DataFusionError::Execution("division by zero".into()));
+        assert_eq!(
+            ends(vec![Ok(batch()), Ok(batch())], 5, None),
+            ["read false"]
+        );
+        let failed = ends(vec![Ok(batch()), error(), Ok(batch())], 5, None);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].starts_with("failed: ") && failed[0].contains("division by zero"));
+        assert_eq!(
+            ends(vec![Ok(batch()), Ok(batch())], 1, None),
+            ["dropped"],
+            "dropped after one batch of two"
+        );
+        assert_eq!(
+            ends(vec![Ok(batch()), Ok(batch())], 5, Some(1)),
+            ["interrupted: the statement timeout"]
+        );
     }
 }
