@@ -540,19 +540,30 @@ mod tests {
         got
     }
 
-    /// A turn's messages reach the client in one piece at ReadyForQuery; what is
-    /// deferred goes out before the server waits to read, and a large result streams.
-    #[test]
-    fn messages_wait_for_the_end_of_the_turn_or_a_read() {
+    /// A current-thread runtime and a connected pair of sockets: the peer's end, and
+    /// the server's (non-blocking, for tokio).
+    fn connected() -> (
+        tokio::runtime::Runtime,
+        std::net::TcpStream,
+        std::net::TcpStream,
+    ) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut peer =
+        let peer =
             std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         let (server, _) = listener.accept().expect("accept");
         server.set_nonblocking(true).expect("nonblocking");
+        (runtime, peer, server)
+    }
+
+    /// A turn's messages reach the client in one piece at ReadyForQuery; what is
+    /// deferred goes out before the server waits to read, and a large result streams.
+    #[test]
+    fn messages_wait_for_the_end_of_the_turn_or_a_read() {
+        let (runtime, mut peer, server) = connected();
         runtime.block_on(async {
             let lane = Arc::new(Lane::default());
             let mut s = Coalescing::new(
@@ -566,21 +577,10 @@ mod tests {
             assert_eq!(received(&mut peer, Duration::from_secs(5)), b"N");
             s.negotiating = false;
             let bind = message(b'2', b"");
-            let row = message(b'D', &[0, 1, 0, 0, 0, 1, b'7']);
-            let done = message(b'C', b"SELECT 1\0");
-            let ready = message(b'Z', b"I");
-            for m in [&bind, &row, &done] {
-                s.write_all(m).await.expect("write");
-                s.flush().await.expect("flush");
-            }
-            assert!(
-                received(&mut peer, Duration::from_millis(100)).is_empty(),
-                "nothing before the turn ends"
-            );
-            s.write_all(&ready).await.expect("write");
-            s.flush().await.expect("flush");
-            let all: Vec<u8> = [bind.as_slice(), &row, &done, &ready].concat();
-            assert_eq!(received(&mut peer, Duration::from_secs(5)), all);
+            one_turn(&mut s, &mut peer, None).await;
+            // A small result on the lane waits for the end of the turn with the rest:
+            // a point lookup's row, CommandComplete and ReadyForQuery in one `send`.
+            one_turn(&mut s, &mut peer, Some(&lane)).await;
 
             // Deferred, then the server reads: the client gets it first.
             s.write_all(&bind).await.expect("write");
@@ -608,15 +608,7 @@ mod tests {
     /// before what is written after it, whole, however much the socket takes at a time.
     #[test]
     fn the_lane_goes_between_what_was_written_before_and_after_it() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut peer =
-            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
-        let (server, _) = listener.accept().expect("accept");
-        server.set_nonblocking(true).expect("nonblocking");
+        let (runtime, mut peer, server) = connected();
         let bind = message(b'2', b"");
         // Packs larger than the socket takes at once, each of its own bytes, and a
         // small one last (it stays queued: the turn is not over).
@@ -659,44 +651,32 @@ mod tests {
         assert_eq!(lane.bytes(), 0);
     }
 
-    /// A small result on the lane waits for the end of the turn with the rest: a
-    /// point lookup's row, CommandComplete and ReadyForQuery leave in one `send`.
-    #[test]
-    fn a_small_lane_waits_for_the_end_of_the_turn() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut peer =
-            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
-        let (server, _) = listener.accept().expect("accept");
-        server.set_nonblocking(true).expect("nonblocking");
+    /// Writes a turn (BindComplete, a data row, CommandComplete; the row on `lane`
+    /// where given, as a handler queues it) and checks that nothing reaches the peer
+    /// before its ReadyForQuery, and all of it in order after.
+    async fn one_turn(s: &mut Coalescing, peer: &mut std::net::TcpStream, lane: Option<&Lane>) {
         let bind = message(b'2', b"");
         let row = message(b'D', &[0, 1, 0, 0, 0, 1, b'7']);
         let done = message(b'C', b"SELECT 1\0");
         let ready = message(b'Z', b"I");
-        runtime.block_on(async {
-            let lane = Arc::new(Lane::default());
-            let mut s = Coalescing::new(
-                TcpStream::from_std(server).expect("tokio stream"),
-                Arc::clone(&lane),
-            );
-            s.negotiating = false;
-            s.write_all(&bind).await.expect("write");
-            s.flush().await.expect("flush");
-            lane.push(Bytes::from(row.clone()));
-            s.flush().await.expect("flush");
-            s.write_all(&done).await.expect("write");
-            s.flush().await.expect("flush");
-            assert!(
-                received(&mut peer, Duration::from_millis(100)).is_empty(),
-                "nothing before the turn ends"
-            );
-            s.write_all(&ready).await.expect("write");
-            s.flush().await.expect("flush");
-            let all: Vec<u8> = [bind.as_slice(), &row, &done, &ready].concat();
-            assert_eq!(received(&mut peer, Duration::from_secs(5)), all);
-        });
+        s.write_all(&bind).await.expect("write");
+        s.flush().await.expect("flush");
+        match lane {
+            Some(lane) => {
+                lane.push(Bytes::from(row.clone()));
+            }
+            None => s.write_all(&row).await.expect("write"),
+        }
+        s.flush().await.expect("flush");
+        s.write_all(&done).await.expect("write");
+        s.flush().await.expect("flush");
+        assert!(
+            received(peer, Duration::from_millis(100)).is_empty(),
+            "nothing before the turn ends"
+        );
+        s.write_all(&ready).await.expect("write");
+        s.flush().await.expect("flush");
+        let all: Vec<u8> = [bind.as_slice(), &row, &done, &ready].concat();
+        assert_eq!(received(peer, Duration::from_secs(5)), all);
     }
 }
