@@ -5,10 +5,13 @@
 //! time, more than writing the rows. So a result the client takes whole (an Execute
 //! without a row limit, a simple query) is handed over in packs: one `DataRow` whose
 //! field count is minus the number of rows it carries and whose bytes are those rows'
-//! own `DataRow` messages, framed. No client ever sees a pack: [`Unpack`], which every
-//! byte of the connection passes through on its way out, drops a pack's frame (7
-//! bytes) and adds the rows pgwire did not count (it counts a pack as one) to the
-//! `SELECT n` of the CommandComplete that follows.
+//! own `DataRow` messages, framed. No client ever sees a pack: most go past pgwire
+//! altogether, their bytes queued as they are on the connection's lane
+//! (`socket::Lane`, by `handlers::send_rows`); those pgwire sends (the last statement
+//! of a simple query of several) pass through [`Unpack`], which every byte pgwire
+//! writes passes through on its way out: it drops a pack's frame (7 bytes) and adds
+//! the rows pgwire did not count (it counts a pack as one) to the `SELECT n` of the
+//! CommandComplete that follows.
 
 /// The field count that marks a pack of `rows` rows.
 pub(crate) fn pack_count(rows: usize) -> i16 {
