@@ -40,9 +40,20 @@ impl Host {
 /// A temporary data directory holding `rows` rows of the generator's ohlcv table (the
 /// directory goes when the first value is dropped).
 fn ohlcv(rows: u32) -> (tempfile::TempDir, std::path::PathBuf) {
+    ohlcv_in_groups(rows, None)
+}
+
+/// `ohlcv` in row groups of `group_rows` (a scan's batches: one a row group).
+fn ohlcv_in_groups(rows: u32, group_rows: Option<u32>) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let generated = ringscan(&["generate", "ohlcv", "--rows", &rows.to_string()], &data);
+    let rows = rows.to_string();
+    let group = group_rows.map(|g| g.to_string());
+    let mut args = vec!["generate", "ohlcv", "--rows", &rows];
+    if let Some(g) = &group {
+        args.extend(["--row-group-rows", g]);
+    }
+    let generated = ringscan(&args, &data);
     assert!(generated.status.success(), "{generated:?}");
     (dir, data)
 }
@@ -378,6 +389,38 @@ impl Wire {
     }
 }
 
+/// The address of the host's `/metrics` (`--metrics 127.0.0.1:0`), from its log.
+fn metrics_addr(log: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.split("metrics on http://").nth(1))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics line: {text}"))
+        .to_owned()
+}
+
+/// The host's metrics, as a scraper gets them (the HTTP response whole).
+fn scrape_metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("request");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("response");
+    body
+}
+
+/// `ringscan_statements_total` of `outcome` in a scrape (0 before the first).
+fn statements(body: &str, outcome: &str) -> f64 {
+    let name = format!("ringscan_statements_total{{outcome=\"{outcome}\"}}");
+    body.lines()
+        .find_map(|l| {
+            l.strip_prefix(name.as_str())
+                .and_then(|v| v.strip_prefix(' '))
+        })
+        .map_or(0.0, |v| v.trim().parse().unwrap_or(f64::NAN))
+}
+
 /// An Execute without a row limit sends the portal's rows (read as they are sent, past
 /// 64 KiB) and leaves it finished: executed again, it has no rows. With a row limit,
 /// the portal is sent in parts, each ending suspended, the last with its command tag.
@@ -386,9 +429,13 @@ impl Wire {
 #[test]
 fn portals_are_sent_whole_once_or_in_parts_of_their_row_limit() {
     use std::io::Write;
-    let (dir, data) = ohlcv(20000);
+    // More rows than a scan's batch (65,536): the result is read as it is sent past
+    // the host's first 64 KiB.
+    let (dir, data) = ohlcv_in_groups(150_000, Some(10_000));
     let _daemon = DaemonGuard(&data);
-    let host = Host::start(&data, &dir.path().join("serve.log"), &[]);
+    let log = dir.path().join("serve.log");
+    let host = Host::start(&data, &log, &["--metrics", "127.0.0.1:0"]);
+    let addr = metrics_addr(&log);
     let mut wire = Wire::connect(host.port);
     let sql = "SELECT * FROM ohlcv WHERE volume >= 0";
     let parse = frame(b'P', &[b"\0", sql.as_bytes(), b"\0\0\0"].concat());
@@ -425,49 +472,63 @@ fn portals_are_sent_whole_once_or_in_parts_of_their_row_limit() {
         &[
             (b'1', ""),
             (b'2', ""),
-            (b'D', "20000"),
-            (b'C', "SELECT 20000\0"),
+            (b'D', "150000"),
+            (b'C', "SELECT 150000\0"),
             (b'C', "SELECT 0\0"),
         ],
         "{kinds:?}"
     );
-    let parts = [
-        &parse[..],
-        &bind,
-        &execute(7000),
-        &execute(7000),
-        &execute(7000),
-        &sync,
-    ]
-    .concat();
-    wire.0.write_all(&parts).expect("send");
-    let (seen, part_rows) = replies(&mut wire);
+    // The parts are read as they are sent: after the first, the statement is still
+    // running (not yet counted), its scan held by the portal; after the last, over.
+    // A named portal in a transaction, as JDBC fetches (pgwire drops the unnamed one
+    // at every Sync), with the result cache off (it holds the whole portal's result).
+    wire.query("SET ringscan.result_cache = off").expect("SET");
+    wire.query("BEGIN").expect("BEGIN");
+    let before = statements(&scrape_metrics(&addr), "ok");
+    let bind = frame(b'B', b"p\0\0\0\0\0\0\0\0");
+    let execute = |max_rows: i32| frame(b'E', &[&b"p\0"[..], &max_rows.to_be_bytes()].concat());
+    let first = [&parse[..], &bind, &execute(70_000), &sync].concat();
+    wire.0.write_all(&first).expect("send");
+    let (mut seen, mut part_rows) = replies(&mut wire);
+    assert_eq!(statements(&scrape_metrics(&addr), "ok"), before);
+    // Without its ReadyForQuery, the reply goes on with the next parts.
+    seen.pop();
+    let rest = [&execute(70_000)[..], &execute(70_000), &sync].concat();
+    wire.0.write_all(&rest).expect("send");
+    let (more, rest_rows) = replies(&mut wire);
+    seen.extend(more);
+    part_rows.extend_from_slice(&rest_rows);
+    assert_eq!(statements(&scrape_metrics(&addr), "ok"), before + 1.0);
+    wire.query("COMMIT").expect("COMMIT");
     let kinds: Vec<(u8, &str)> = seen.iter().map(|(k, b)| (*k, b.as_str())).collect();
     assert_eq!(
         &kinds[..8],
         &[
             (b'1', ""),
             (b'2', ""),
-            (b'D', "7000"),
+            (b'D', "70000"),
             (b's', ""),
-            (b'D', "7000"),
+            (b'D', "70000"),
             (b's', ""),
-            (b'D', "6000"),
-            (b'C', "SELECT 6000\0"),
+            (b'D', "10000"),
+            (b'C', "SELECT 10000\0"),
         ],
         "{kinds:?}"
     );
-    // The first 14,000 rows, as pgwire sent them one by one.
+    // Every row, as pgwire sent them one by one in parts.
     assert!(part_rows.len() > 100_000, "{} bytes", part_rows.len());
-    assert_eq!(&whole_rows[..part_rows.len()], &part_rows[..]);
+    assert!(
+        part_rows == whole_rows,
+        "the parts' rows differ from the whole's"
+    );
 
     // Simple queries: one statement, and two (only the last is sent as read).
     wire.0.write_all(&query_message(sql)).expect("send");
     let (seen, simple_rows) = replies(&mut wire);
     let kinds: Vec<u8> = seen.iter().map(|(k, _)| *k).collect();
     assert_eq!(kinds, b"TDCZ", "{seen:?}");
-    assert_eq!(seen[1].1, "20000");
-    assert_eq!(seen[2].1, "SELECT 20000\0");
+    assert_eq!(seen[1].1, "150000");
+    assert_eq!(seen[2].1, "SELECT 150000\0");
     assert!(simple_rows == whole_rows, "the simple query's rows differ");
     let two = format!("SELECT 1 AS one; {sql}");
     wire.0.write_all(&query_message(&two)).expect("send");
@@ -481,8 +542,8 @@ fn portals_are_sent_whole_once_or_in_parts_of_their_row_limit() {
         .take(2)
         .map(|(_, b)| b.as_str())
         .collect();
-    assert_eq!(counts, ["1", "20000"], "{seen:?}");
-    assert_eq!(seen[5].1, "SELECT 20000\0");
+    assert_eq!(counts, ["1", "150000"], "{seen:?}");
+    assert_eq!(seen[5].1, "SELECT 150000\0");
     assert!(two_rows.ends_with(&whole_rows));
 }
 
@@ -738,22 +799,8 @@ fn metrics_count_connections_statements_and_what_scans_read() {
     assert!(ok, "{err}");
     let (ok, _, _) = host.psql("SELECT nope FROM ohlcv");
     assert!(!ok);
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let addr = text
-        .lines()
-        .find_map(|l| l.split("metrics on http://").nth(1))
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("no metrics line: {text}"))
-        .to_owned();
-    let scrape = || {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .expect("request");
-        let mut body = String::new();
-        s.read_to_string(&mut body).expect("response");
-        body
-    };
+    let addr = metrics_addr(&log);
+    let scrape = || scrape_metrics(&addr);
     let value_in = |body: &str, name: &str| -> f64 {
         body.lines()
             .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
@@ -816,15 +863,6 @@ fn metrics_count_connections_statements_and_what_scans_read() {
     assert_eq!(timed(&after) - timed(&before), 2.0, "{after}");
     // A result sent as it is read whose client leaves before its end (far more than
     // the sockets hold): counted canceled when it ends, not ok when it started.
-    let statements = |body: &str, outcome: &str| -> f64 {
-        let name = format!("ringscan_statements_total{{outcome=\"{outcome}\"}}");
-        body.lines()
-            .find_map(|l| {
-                l.strip_prefix(name.as_str())
-                    .and_then(|v| v.strip_prefix(' '))
-            })
-            .map_or(0.0, |v| v.trim().parse().unwrap_or(f64::NAN))
-    };
     let before = scrape();
     {
         use std::io::Write;

@@ -288,6 +288,25 @@ pub(crate) enum Outcome {
     Done(String),
 }
 
+/// How the client takes a statement's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// All of them as they come: an Execute without a row limit, a simple query's
+    /// last statement. They go in packs, and past [`Shared::hold_bytes`] the rest is
+    /// read as it is sent.
+    Whole,
+    /// In parts of a portal's row limit, each part when the client asks (JDBC's fetch
+    /// size): past [`Shared::hold_bytes`] the rest is read as the parts are sent, the
+    /// portal holding its scan in between, as a PostgreSQL cursor does. (Its
+    /// `statement_timeout` runs from the first Execute to the last part, where
+    /// PostgreSQL's runs per Execute.)
+    InParts,
+    /// After the statements that follow it have run (a simple query's statements
+    /// before its last): held whole, so that its scan and ring are not held while the
+    /// others run (and their writes are not seen by it).
+    Later,
+}
+
 impl Connection {
     pub(crate) fn new(shared: Arc<Shared>, slot: Slot, peer: Option<std::net::TcpStream>) -> Self {
         Self {
@@ -513,23 +532,21 @@ impl Connection {
     }
 
     /// Runs one statement of class `class` with `params` as its `$1`, `$2`..., its
-    /// rows in `formats`; `whole`: the client takes them all as they come (no row
-    /// limit, nothing else run before they are sent), so they go in packs, and past
-    /// [`Shared::hold_bytes`] the rest is read as it is sent.
+    /// rows in `formats`, taken by the client as `taken` says.
     pub(crate) async fn execute(
         &self,
         sql: &str,
         class: &Class,
         params: Vec<Param>,
         formats: &Format,
-        whole: bool,
+        taken: Taken,
     ) -> Result<Outcome, Box<ErrorInfo>> {
         self.statements
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Ends with the statement, also when its future is dropped (a cancel); a
         // result's rows hold another until they are sent.
         let _active = Active::new(&self.activity);
-        self.execute_now(sql, class, params, formats, whole).await
+        self.execute_now(sql, class, params, formats, taken).await
     }
 
     async fn execute_now(
@@ -538,7 +555,7 @@ impl Connection {
         class: &Class,
         params: Vec<Param>,
         formats: &Format,
-        whole: bool,
+        taken: Taken,
     ) -> Result<Outcome, Box<ErrorInfo>> {
         match class {
             Class::Begin => Ok(Outcome::Begin),
@@ -595,7 +612,7 @@ impl Connection {
                     Rewritten::Empty(columns) => return Ok(Outcome::Text(columns, Vec::new())),
                 };
                 let timeout = self.settings().statement_timeout();
-                let rows = matches!(class, Class::Rows).then_some((formats, whole));
+                let rows = matches!(class, Class::Rows).then_some((formats, taken));
                 let (outcome, early, rest) = self
                     .run(sql, params, timeout, catalog, rows)
                     .await
@@ -625,7 +642,7 @@ impl Connection {
         params: Vec<Param>,
         timeout: Option<Duration>,
         catalog: bool,
-        rows: Option<(&Format, bool)>,
+        rows: Option<(&Format, Taken)>,
     ) -> Result<(QueryOutcome, crate::rows::Early, Option<Rest>), EngineError> {
         let interrupt = Interrupt::new();
         let stop_on_drop = FireOnDrop(interrupt.clone());
@@ -641,13 +658,14 @@ impl Connection {
         });
         let use_cache = !catalog && self.settings().result_cache();
         let mut early = rows
-            .map(|(formats, whole)| crate::rows::Early::new(formats, whole))
+            .map(|(formats, taken)| crate::rows::Early::new(formats, taken == Taken::Whole))
             .unwrap_or_default();
-        // A result the client takes whole is sent as it comes past what is held; the
-        // rows written as the query runs need no batch of theirs kept.
+        // A result the client takes as it comes (whole, or in parts of a portal's row
+        // limit) is read as it is sent past what is held; the rows written as the query
+        // runs need no batch of theirs kept.
         let how = Handing {
             hold: rows
-                .filter(|&(_, whole)| whole)
+                .filter(|&(_, taken)| taken != Taken::Later)
                 .map(|_| self.shared.hold_bytes),
             takes: rows.is_some(),
         };

@@ -29,7 +29,7 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use ringscan_executor::engine::{split_statements, Param};
 
 use crate::binary;
-use crate::conn::{engine_error, Connection};
+use crate::conn::{engine_error, Connection, Taken};
 use crate::packed::pack_rows;
 use crate::rewrite::{rewrite, Rewritten};
 use crate::rows;
@@ -366,10 +366,14 @@ impl SimpleQueryHandler for Handler {
             // Only the last statement's rows are sent as soon as they are made: the
             // others' are sent after the statements that follow them have run, and a
             // result still being read would hold its scan (and ring) meanwhile.
-            let whole = i == last;
+            let taken = if i == last {
+                Taken::Whole
+            } else {
+                Taken::Later
+            };
             let response = match self
                 .0
-                .execute(sql, &class, Vec::new(), &Format::UnifiedText, whole)
+                .execute(sql, &class, Vec::new(), &Format::UnifiedText, taken)
                 .await
             {
                 Ok(outcome) => outcome.into_response(&Format::UnifiedText),
@@ -558,9 +562,14 @@ impl ExtendedQueryHandler for Handler {
             Err(e) => return Ok(Response::Error(e)),
         };
         let formats = &portal.result_column_format;
+        let taken = if max_rows == 0 {
+            Taken::Whole
+        } else {
+            Taken::InParts
+        };
         let response = match self
             .0
-            .execute(&stmt.sql, &stmt.class, params, formats, max_rows == 0)
+            .execute(&stmt.sql, &stmt.class, params, formats, taken)
             .await
         {
             Ok(outcome) => outcome.into_response(&portal.result_column_format),
