@@ -1137,6 +1137,27 @@ fn tls_is_offered_with_a_certificate_and_key() {
     assert!(text.contains("SSL connection (protocol: TLSv1."), "{text}");
     let plain = psql(host.port, "disable", &["SELECT count(*) FROM ohlcv"]);
     assert_eq!(String::from_utf8_lossy(&plain.stdout), "500\n", "{plain:?}");
+    // A result of megabytes (sent past pgwire, in packs): the same rows over TLS.
+    let many = "SELECT a.*, b.close AS other FROM ohlcv a, ohlcv b \
+                ORDER BY a.ts, a.symbol, b.ts, b.symbol LIMIT 20000";
+    let (secure, plain) = (
+        psql(host.port, "require", &[many]),
+        psql(host.port, "disable", &[many]),
+    );
+    assert!(
+        secure.status.success() && plain.status.success(),
+        "{secure:?}"
+    );
+    assert_eq!(secure.stdout.iter().filter(|&&b| b == b'\n').count(), 20000);
+    let lines = |out: &[u8]| {
+        let mut l: Vec<Vec<u8>> = out.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+        l.sort();
+        l
+    };
+    assert!(
+        lines(&secure.stdout) == lines(&plain.stdout),
+        "the rows over TLS differ"
+    );
 
     let without = Host::start(&data, &dir.path().join("plain.log"), &[]);
     let refused = psql(without.port, "require", &["SELECT 1"]);
