@@ -275,6 +275,49 @@ fn sorted_rows(outcome: &QueryOutcome) -> Vec<String> {
     rows
 }
 
+/// Runs `sql` with every batch offered to take, the first `limit` taken: the outcome,
+/// the rest of the result, the rows of the batches taken, and how many were.
+fn take_batches(
+    session: &mut SqlSession,
+    sql: &str,
+    cache: bool,
+    limit: usize,
+) -> (
+    QueryOutcome,
+    Option<ringscan_executor::engine::Rest>,
+    Vec<String>,
+    usize,
+) {
+    let mut taken: Vec<String> = Vec::new();
+    let mut count = 0;
+    let (outcome, rest) = session
+        .query_each(
+            sql,
+            Vec::new(),
+            cache,
+            &Interrupt::new(),
+            Handing {
+                hold: None,
+                takes: true,
+            },
+            &mut |handed| match handed {
+                Handed::Start => {
+                    taken.clear();
+                    count = 0;
+                    false
+                }
+                Handed::Take(batch) if count < limit => {
+                    count += 1;
+                    taken.extend(batch_rows(batch));
+                    true
+                }
+                Handed::Take(_) | Handed::Batch(_) => false,
+            },
+        )
+        .expect(sql);
+    (outcome, rest, taken, count)
+}
+
 /// The rows of `batch` as text, in order.
 fn batch_rows(batch: &RecordBatch) -> Vec<String> {
     (0..batch.num_rows())
@@ -680,33 +723,7 @@ fn batches_taken_as_they_come_are_the_result_once_and_the_cache_keeps_copies() {
         (usize::MAX, true, true),
     ];
     for (limit, cache, hit) in runs {
-        let mut taken: Vec<String> = Vec::new();
-        let mut count = 0;
-        let (outcome, rest) = session
-            .query_each(
-                sql,
-                Vec::new(),
-                cache,
-                &Interrupt::new(),
-                Handing {
-                    hold: None,
-                    takes: true,
-                },
-                &mut |handed| match handed {
-                    Handed::Start => {
-                        taken.clear();
-                        count = 0;
-                        false
-                    }
-                    Handed::Take(batch) if count < limit => {
-                        count += 1;
-                        taken.extend(batch_rows(batch));
-                        true
-                    }
-                    Handed::Take(_) | Handed::Batch(_) => false,
-                },
-            )
-            .expect(sql);
+        let (outcome, rest, mut taken, count) = take_batches(&mut session, sql, cache, limit);
         assert!(rest.is_none());
         assert_eq!(outcome.result_hit, hit, "taking {limit}, cache {cache}");
         assert_eq!(outcome.result.rows, want.len(), "taking {limit}");
@@ -714,40 +731,16 @@ fn batches_taken_as_they_come_are_the_result_once_and_the_cache_keeps_copies() {
             usize::MAX => assert!(count > 3, "{count} batches taken"),
             _ => assert_eq!(count, limit, "batches taken"),
         }
-        let mut got = taken;
-        got.extend(outcome.result.batches.iter().flat_map(batch_rows));
-        got.sort();
-        assert!(got == want, "taking {limit}, cache {cache}: rows differ");
+        taken.extend(outcome.result.batches.iter().flat_map(batch_rows));
+        taken.sort();
+        assert!(taken == want, "taking {limit}, cache {cache}: rows differ");
     }
     // A result whose copies would pass 8 MiB is not kept (its batches taken, what is
     // left could not be the result): run again, it is scanned again, the same rows.
     let wide = "SELECT i, f, s, ts, repeat(s, 8) AS a, repeat(s, 9) AS b FROM t WHERE f >= 100";
     let want_wide = sorted_rows(&daemon.session().query(wide, false).expect(wide));
     for run in 0..2 {
-        let mut taken: Vec<String> = Vec::new();
-        let (outcome, _) = session
-            .query_each(
-                wide,
-                Vec::new(),
-                true,
-                &Interrupt::new(),
-                Handing {
-                    hold: None,
-                    takes: true,
-                },
-                &mut |handed| match handed {
-                    Handed::Start => {
-                        taken.clear();
-                        false
-                    }
-                    Handed::Take(batch) => {
-                        taken.extend(batch_rows(batch));
-                        true
-                    }
-                    Handed::Batch(_) => false,
-                },
-            )
-            .expect(wide);
+        let (outcome, _, mut taken, _) = take_batches(&mut session, wide, true, usize::MAX);
         assert!(
             !outcome.result_hit,
             "run {run}: a result past 8 MiB was kept"
