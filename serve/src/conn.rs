@@ -700,10 +700,8 @@ impl Connection {
                 let took = started.elapsed();
                 let (outcome, scans) = match end {
                     RestEnd::Read(scans) => (Outcome::Ok, scans),
-                    RestEnd::Failed(EngineError::Interrupted(_)) | RestEnd::Dropped => {
-                        (Outcome::Canceled, None)
-                    }
-                    RestEnd::Failed(_) => (Outcome::Error, None),
+                    RestEnd::Failed(e) => (failure(e), None),
+                    RestEnd::Dropped => (Outcome::Canceled, None),
                 };
                 shared.metrics.ended(outcome, took.as_secs_f64(), scans);
                 log_if_slow(&shared, took, &statement);
@@ -716,8 +714,7 @@ impl Connection {
         let took = started.elapsed();
         let outcome = match &result {
             Ok(_) => crate::metrics::Outcome::Ok,
-            Err(EngineError::Interrupted(_)) => crate::metrics::Outcome::Canceled,
-            Err(_) => crate::metrics::Outcome::Error,
+            Err(e) => failure(e),
         };
         self.shared.metrics.statement(
             outcome,
@@ -779,6 +776,15 @@ impl Connection {
         self.with_session(|s| Ok(s.time_zone().to_string()))
             .await
             .map_err(engine_error)
+    }
+}
+
+/// How a statement that failed with `e` is counted: canceled where it was interrupted
+/// (a cancel request, the statement timeout, the client gone).
+fn failure(e: &EngineError) -> crate::metrics::Outcome {
+    match e {
+        EngineError::Interrupted(_) => crate::metrics::Outcome::Canceled,
+        _ => crate::metrics::Outcome::Error,
     }
 }
 

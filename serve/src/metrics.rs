@@ -217,27 +217,20 @@ impl Metrics {
         query: Option<&QueryOutcome>,
         over: bool,
     ) {
-        if over {
-            self.statements
-                .get_or_create(&[("outcome", outcome.label())])
-                .inc();
-            self.latency.observe(seconds);
+        if let Some(q) = query {
+            self.plan_hits.inc_by(u64::from(q.plan_hit));
+            self.result_hits.inc_by(u64::from(q.result_hit));
+            self.generic_plans.inc_by(u64::from(q.generic_plan));
+            self.from_statistics.inc_by(u64::from(q.from_statistics));
         }
-        let Some(q) = query else {
-            return;
-        };
-        self.plan_hits.inc_by(u64::from(q.plan_hit));
-        self.result_hits.inc_by(u64::from(q.result_hit));
-        self.generic_plans.inc_by(u64::from(q.generic_plan));
-        self.from_statistics.inc_by(u64::from(q.from_statistics));
-        if let (true, Some(s)) = (over, &q.scan) {
-            self.scan(s);
+        if over {
+            self.ended(outcome, seconds, query.and_then(|q| q.scan.as_ref()));
         }
     }
 
-    /// A statement whose result was read as it was sent has ended (`outcome`: sent
-    /// its last row, failed, or was dropped first), `seconds` after it started; what
-    /// its scans did, where it scanned to the end.
+    /// A statement has ended (`outcome`; for a result read as it was sent: its last
+    /// row sent, failed, or dropped first), `seconds` after it started; what its scans
+    /// did, where it scanned to the end.
     pub(crate) fn ended(
         &self,
         outcome: Outcome,
@@ -253,9 +246,8 @@ impl Metrics {
         }
     }
 
-    /// What a statement's scans did (for a result read as it is sent, when its last
-    /// row has been read).
-    pub(crate) fn scan(&self, s: &ringscan_executor::ScanSummary) {
+    /// What a statement's scans did.
+    fn scan(&self, s: &ringscan_executor::ScanSummary) {
         self.bytes_read.inc_by(s.bytes_read);
         self.row_groups_considered.inc_by(s.row_groups_considered);
         for (by, n) in [
