@@ -97,6 +97,14 @@ impl Scheme {
         }
     }
 
+    /// What the store calls a bucket.
+    fn bucket_word(self) -> &'static str {
+        match self {
+            Self::S3 | Self::Gcs => "bucket",
+            Self::Azure => "container",
+        }
+    }
+
     /// What to check when the store refuses the credentials.
     fn credentials_hint(self) -> &'static str {
         match self {
@@ -941,19 +949,26 @@ fn request_error(url: &str, what: &str, error: &object_store::Error) -> StorageE
     use object_store::Error as E;
     let text = error_chain(error);
     let scheme = Scheme::of(url).unwrap_or(Scheme::S3);
-    let (reason, failure) = if text.contains("NoSuchBucket") {
+    let has_code = |codes: &[&str]| codes.iter().any(|code| text.contains(code));
+    // The error codes S3 (and GCS's XML API) and Azure Blob Storage answer with; Azure's
+    // listing errors reach us as generic ones, their code only in the text.
+    let (reason, failure) = if has_code(&["NoSuchBucket", "ContainerNotFound"]) {
         let bucket = split_url(url).map_or(url, |(_, bucket, _)| bucket);
         (
-            format!("{what}: bucket {bucket:?} does not exist"),
+            format!("{what}: {} {bucket:?} does not exist", scheme.bucket_word()),
             Failure::NoSuchBucket,
         )
-    } else if text.contains("InvalidAccessKeyId")
-        || text.contains("SignatureDoesNotMatch")
-        || matches!(
-            error,
-            E::PermissionDenied { .. } | E::Unauthenticated { .. }
-        )
-    {
+    } else if has_code(&[
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "AuthenticationFailed",
+        "AuthorizationFailure",
+        "AuthorizationPermissionMismatch",
+        "InvalidAuthenticationInfo",
+    ]) || matches!(
+        error,
+        E::PermissionDenied { .. } | E::Unauthenticated { .. }
+    ) {
         (
             format!(
                 "{what}: access denied: {} ({})",
