@@ -146,9 +146,9 @@ def kept_daemon(ringscan, root, env, log):
 
 
 def bytes_fetched(args, env, work, data):
-    roots = [["--data", "s3://bench/root", "--state", os.path.join(work, "state")], ["--data", data]]
+    roots = [["--data", args.root, "--state", os.path.join(work, "state")], ["--data", data]]
     print(f"ohlcv, {args.rows} rows, {args.ringscan}")
-    print(f"{'query':<12} {'local read':>12} {'s3 fetched':>12} {'ratio':>6} {'requests':>8} {'store wait ms':>13}")
+    print(f"{'query':<12} {'local read':>12} {'fetched':>12} {'ratio':>6} {'requests':>8} {'store wait ms':>13}")
     try:
         for name, sql in QUERIES:
             figures = [query(args.ringscan, sql, root, env, work)[0]["scan"] for root in roots]
@@ -173,12 +173,12 @@ def throughput(args, env, work, port, keys):
     builds = [(b, False) for b in (args.ringscan, *args.against)]
     if args.kept:
         builds += [(b, True) for b, _ in builds]
-    directs = {b: ["--data", "s3://bench/root", "--state", os.path.join(work, f"state-direct-{i}")]
+    directs = {b: ["--data", args.root, "--state", os.path.join(work, f"state-direct-{i}")]
                for i, b in enumerate(builds)}
     kept = {}
-    via = {ms: ["--data", "s3://bench/root", "--state", os.path.join(work, f"state-{ms}ms")]
+    via = {ms: ["--data", args.root, "--state", os.path.join(work, f"state-{ms}ms")]
            for ms in proxies}
-    urls = [f"s3://bench/{k}" for k in keys]
+    urls = [f"{args.scheme}://bench/{k}" for k in keys]
     scans, gets, distinct = {b: [] for b in builds}, {}, {ms: [] for ms in proxies}
     try:
         for i, b in enumerate(builds):
@@ -200,7 +200,7 @@ def throughput(args, env, work, port, keys):
                                  scan["store_requests"],
                                  daemon_figures(ringscan, directs[b], env, before)))
             for ms in proxies:
-                p_env = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxies[ms].port}")
+                p_env = dict(env, **{args.endpoint_variable: f"http://127.0.0.1:{proxies[ms].port}"})
                 before = proxies[ms].requests
                 stats, wall = query(args.ringscan, DISTINCT, via[ms], p_env, work)
                 distinct[ms].append((stats["latency_us"]["p50"] / 1000, wall * 1000,
@@ -260,7 +260,7 @@ def range_cache(args, env, work):
     modes = ["none", "empty", "warm"]
     figures = {(name, mode): [] for name, _ in QUERIES for mode in modes}
     state = os.path.join(work, "state-cache")
-    root = ["--data", "s3://bench/root", "--state", state]
+    root = ["--data", args.root, "--state", state]
     try:
         for rep in range(args.repeat):
             for name, sql in QUERIES:
@@ -284,6 +284,38 @@ def range_cache(args, env, work):
             print(f"{name:<12} {mode:<9} {med([r for r, _, _, _ in runs]):>8.0f} "
                   f"{med([b for _, b, _, _ in runs]):>12,.0f} {med([q for _, _, q, _ in runs]):>9.0f} "
                   f"{med([w for _, _, _, w in runs]):>10.0f}")
+
+
+def upload(args, endpoint, data):
+    """Puts the files below `data` (hidden entries skipped) into the bucket (container)
+    `bench` under `root/`; returns their keys."""
+    if args.azurite:
+        from azure.storage.blob import BlobServiceClient
+        key = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
+               "KBHBeksoGMGw==")
+        service = BlobServiceClient.from_connection_string(
+            f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={key};"
+            f"BlobEndpoint={endpoint}/devstoreaccount1;")
+        container = service.create_container("bench")
+
+        def put(path, name):
+            with open(path, "rb") as f:
+                container.upload_blob(name, f, overwrite=True)
+    else:
+        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench",
+                          aws_secret_access_key="bench", region_name="us-east-1")
+        s3.create_bucket(Bucket="bench")
+
+        def put(path, name):
+            s3.upload_file(path, "bench", name)
+    keys = []
+    for d, dirs, files in os.walk(data):
+        dirs[:] = [x for x in dirs if not x.startswith(".")]
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            keys.append("root/" + os.path.relpath(p, data))
+            put(p, keys[-1])
+    return keys
 
 
 def main():
@@ -311,6 +343,11 @@ def main():
                              "--features binary --locked --root DIR`) instead of moto; note that "
                              "0.14.1 hashes the whole object (MD5, for the ETag) on every GET "
                              "of an object without stored metadata, whatever the range")
+    parser.add_argument("--azurite", metavar="PATH",
+                        help="serve the container with Azurite's blob service (PATH: its "
+                             "azurite-blob command, as the az:// tests install it under "
+                             "<target>/tmp/azurite/node_modules/.bin) and read az:// URLs "
+                             "through the Azure client instead of s3:// from moto")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-ms", type=int, default=20)
     args = parser.parse_args()
@@ -321,11 +358,25 @@ def main():
     work = tempfile.mkdtemp(prefix="ringscan-s3-bench-")
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-               AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "AZURE_", "AZURITE_"))}
+    if args.azurite:
+        args.scheme, args.endpoint_variable = "az", "AZURITE_BLOB_STORAGE_URL"
+        env.update(AZURE_STORAGE_USE_EMULATOR="true")
+    else:
+        args.scheme, args.endpoint_variable = "s3", "AWS_ENDPOINT_URL"
+        env.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+                   AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+    env[args.endpoint_variable] = endpoint
+    args.root = f"{args.scheme}://bench/root"
     log = open(os.path.join(work, "server.log"), "w")
-    if args.s3s_fs:
+    if args.azurite:
+        # Blobs in memory, as moto keeps its objects; no telemetry (nothing leaves
+        # the machine).
+        command = [args.azurite, "--blobHost", "127.0.0.1", "--blobPort", str(port),
+                   "--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck",
+                   "--silent"]
+    elif args.s3s_fs:
         store = os.path.join(work, "store")
         os.makedirs(store)
         command = [args.s3s_fs, "--host", "127.0.0.1", "--port", str(port),
@@ -333,7 +384,7 @@ def main():
     else:
         command = [os.path.join(os.path.dirname(sys.executable), "moto_server"),
                    "-H", "127.0.0.1", "-p", str(port)]
-    print(f"# S3 server: {os.path.basename(command[0])}", flush=True)
+    print(f"# server: {os.path.basename(command[0])}", flush=True)
     moto = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     data = os.path.join(work, "data")
     try:
@@ -348,16 +399,7 @@ def main():
                 time.sleep(0.1)
         subprocess.run([args.ringscan, "generate", "ohlcv", "--rows", args.rows, "--data", data,
                         "--quiet"], check=True, stdin=subprocess.DEVNULL)
-        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench",
-                          aws_secret_access_key="bench", region_name="us-east-1")
-        s3.create_bucket(Bucket="bench")
-        keys = []
-        for d, dirs, files in os.walk(data):
-            dirs[:] = [x for x in dirs if not x.startswith(".")]
-            for f in sorted(files):
-                p = os.path.join(d, f)
-                keys.append("root/" + os.path.relpath(p, data))
-                s3.upload_file(p, "bench", keys[-1])
+        keys = upload(args, endpoint, data)
         if args.throughput:
             throughput(args, env, work, port, keys)
         elif args.range_cache:
