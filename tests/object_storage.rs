@@ -62,15 +62,7 @@ impl Moto {
             port,
             python: python.to_path_buf(),
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not listen on port {port} within 60 s: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        common::wait_listening("moto_server", port, log);
         moto
     }
 
@@ -163,6 +155,21 @@ fn ringscan_with(
         command.arg("--state").arg(state);
     }
     command.output().expect("spawn ringscan")
+}
+
+/// `psql -c command` against the host on `port`: its rows unaligned, `,` between
+/// fields (a failure fails the test).
+fn psql_rows(port: u16, command: &str) -> String {
+    let out = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At", "-F", ","])
+        .args(["-v", "ON_ERROR_STOP=1", "-c", command])
+        .env("PGCONNECT_TIMEOUT", "10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run psql");
+    assert!(out.status.success(), "{command}: {}", stderr(&out));
+    stdout(&out)
 }
 
 /// Stops the daemons of the roots given, when dropped.
@@ -653,18 +660,7 @@ fn daemon_commands_and_the_postgres_host_take_an_s3_root() {
         &std::fs::read(local.join("part/region=east/year=2023/p.parquet")).expect("read"),
     );
     std::thread::sleep(Duration::from_millis(1100)); // past the listing's TTL
-    let psql = |command: &str| {
-        let out = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
-            .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At", "-F", ","])
-            .args(["-v", "ON_ERROR_STOP=1", "-c", command])
-            .env("PGCONNECT_TIMEOUT", "10")
-            .stdin(Stdio::null())
-            .output()
-            .expect("run psql");
-        assert!(out.status.success(), "{command}: {}", stderr(&out));
-        stdout(&out)
-    };
+    let psql = |command: &str| psql_rows(host.port, command);
     if Command::new("psql").arg("--version").output().is_ok() {
         let tables = psql("\\dt");
         assert_eq!(
@@ -1755,21 +1751,12 @@ fn az_roots_read_from_azurite_answer_as_the_local_copy() {
         emulator,
     );
     let sql = "SELECT symbol, count(*), sum(volume) FROM ohlcv GROUP BY symbol ORDER BY symbol";
-    let out = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &host.port.to_string()])
-        .args(["-U", "ringscan", "-d", "ringscan", "-X", "-At", "-F", ","])
-        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
-        .env("PGCONNECT_TIMEOUT", "10")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run psql");
-    assert!(out.status.success(), "{}", stderr(&out));
+    let served = psql_rows(host.port, sql);
     let here = csv(sql, &local_text, None, &[]);
     assert!(here.status.success(), "{}", stderr(&here));
     // psql's unaligned rows against the CLI's CSV, its header dropped.
     let here = stdout(&here);
     let expected: Vec<&str> = here.lines().skip(1).collect();
-    let served = stdout(&out);
     assert_eq!(served.lines().collect::<Vec<_>>(), expected);
     assert!(expected.len() > 1);
 }

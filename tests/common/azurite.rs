@@ -6,11 +6,10 @@
 //! `RINGSCAN_REQUIRE_INTEROP=1` (CI sets it), which makes it a failure.
 
 use std::fs::File;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 /// The emulator's one account and its key, as every Azure SDK knows them.
 pub(crate) const ACCOUNT: &str = "devstoreaccount1";
@@ -74,17 +73,7 @@ fn install() -> Result<PathBuf, String> {
 
 /// The `azurite-blob` command, or `None` after saying why `test` is skipped.
 pub(crate) fn azurite_or_skip(test: &str) -> Option<&'static Path> {
-    match azurite_blob() {
-        Ok(p) => Some(p),
-        Err(why) => {
-            assert!(
-                std::env::var("RINGSCAN_REQUIRE_INTEROP").as_deref() != Ok("1"),
-                "test {test} needs Azurite (npm) and RINGSCAN_REQUIRE_INTEROP=1 is set: {why}"
-            );
-            eprintln!("SKIPPED {test}: {why}");
-            None
-        }
-    }
+    super::or_skip(test, "Azurite (npm)", azurite_blob())
 }
 
 /// One test's Azurite blob service on 127.0.0.1, its blobs in memory: killed and reaped
@@ -117,16 +106,9 @@ impl Azurite {
             .stderr(out)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        // Owned by the guard from here: a failure below kills and reaps it.
         let azurite = Self { child, port };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "azurite-blob did not listen on port {port} within 60 s: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        super::wait_listening("azurite-blob", port, log);
         azurite
     }
 

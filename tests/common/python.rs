@@ -76,15 +76,5 @@ fn make_venv() -> Result<PathBuf, String> {
 
 /// The venv's python, or `None` after saying why the test is skipped.
 pub(crate) fn python_or_skip(test: &str) -> Option<&'static Path> {
-    match python() {
-        Ok(p) => Some(p),
-        Err(why) => {
-            assert!(
-                std::env::var("RINGSCAN_REQUIRE_INTEROP").as_deref() != Ok("1"),
-                "test {test} needs Python (duckdb, pyarrow) and RINGSCAN_REQUIRE_INTEROP=1 is set: {why}"
-            );
-            eprintln!("SKIPPED {test}: {why}");
-            None
-        }
-    }
+    super::or_skip(test, "Python (duckdb, pyarrow)", python())
 }
