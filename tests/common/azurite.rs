@@ -73,7 +73,7 @@ fn install() -> Result<PathBuf, String> {
 
 /// The `azurite-blob` command, or `None` after saying why `test` is skipped.
 pub(crate) fn azurite_or_skip(test: &str) -> Option<&'static Path> {
-    super::or_skip(test, "Azurite (npm)", azurite_blob())
+    super::python::or_skip(test, "Azurite (npm)", azurite_blob())
 }
 
 /// One test's Azurite blob service on 127.0.0.1, its blobs in memory: killed and reaped

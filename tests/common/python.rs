@@ -76,5 +76,22 @@ fn make_venv() -> Result<PathBuf, String> {
 
 /// The venv's python, or `None` after saying why the test is skipped.
 pub(crate) fn python_or_skip(test: &str) -> Option<&'static Path> {
-    super::or_skip(test, "Python (duckdb, pyarrow)", python())
+    or_skip(test, "Python (duckdb, pyarrow)", python())
+}
+
+/// What an interop installer gave (`found`), or `None` after saying why `test` is
+/// skipped without it (`needs`: what it needs, in words); under
+/// `RINGSCAN_REQUIRE_INTEROP=1` (CI) a skip is a failure instead.
+pub(crate) fn or_skip<T>(test: &str, needs: &str, found: Result<T, &str>) -> Option<T> {
+    match found {
+        Ok(found) => Some(found),
+        Err(why) => {
+            assert!(
+                std::env::var("RINGSCAN_REQUIRE_INTEROP").as_deref() != Ok("1"),
+                "test {test} needs {needs} and RINGSCAN_REQUIRE_INTEROP=1 is set: {why}"
+            );
+            eprintln!("SKIPPED {test}: {why}");
+            None
+        }
+    }
 }
