@@ -78,17 +78,7 @@ impl Moto {
              aws_secret_access_key='test', region_name='us-east-1')\n",
             self.endpoint()
         );
-        let out = Command::new(&self.python)
-            .args(["-c", &format!("{prelude}{script}")])
-            .env_remove("AWS_CA_BUNDLE")
-            .stdin(Stdio::null())
-            .output()
-            .expect("python");
-        assert!(
-            out.status.success(),
-            "boto3 script failed: {}\n{script}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_script(&self.python, "boto3", &format!("{prelude}{script}"));
     }
 
     /// Uploads every file below `dir` (hidden entries skipped) to `bucket/prefix/...`.
@@ -123,7 +113,7 @@ impl Drop for Moto {
 }
 
 /// `ringscan <args> --data <data> [--state <state>]` with the S3 client's environment
-/// pointed at `endpoint` (and no other `AWS_*` variable inherited).
+/// pointed at `endpoint` (no other `AWS_*`, `GOOGLE_*`, `AZURE_*` or `AZURITE_*` variable inherited).
 fn ringscan(args: &[&str], data: &str, state: Option<&Path>, endpoint: &str) -> Output {
     ringscan_with(args, data, state, endpoint, "test")
 }
@@ -135,26 +125,18 @@ fn ringscan_with(
     endpoint: &str,
     key_id: &str,
 ) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ringscan"));
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("AWS_") {
-            command.env_remove(name);
-        }
-    }
-    command
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ACCESS_KEY_ID", key_id)
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ALLOW_HTTP", "true")
-        .stdin(Stdio::null());
-    if let Some(state) = state {
-        command.arg("--state").arg(state);
-    }
-    command.output().expect("spawn ringscan")
+    ringscan_env(
+        args,
+        data,
+        state,
+        &[
+            ("AWS_ENDPOINT_URL", endpoint),
+            ("AWS_ACCESS_KEY_ID", key_id),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ALLOW_HTTP", "true"),
+        ],
+    )
 }
 
 /// `psql -c command` against the host on `port`: its rows unaligned, `,` between
@@ -1422,43 +1404,18 @@ fn gs_roots_read_through_the_gcs_client_and_az_roots_name_what_is_missing() {
     let url = "gs://lake/r";
     let state = dir.path().join("state-gs");
     let az_state = dir.path().join("state-az");
+    let gcs = [
+        ("GOOGLE_BASE_URL", endpoint.as_str()),
+        ("GOOGLE_SKIP_SIGNATURE", "true"),
+        ("GOOGLE_ALLOW_HTTP", "true"),
+    ];
     let run = |data: &str, state: &Path, sql: &str| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ringscan"));
-        for (name, _) in std::env::vars_os() {
-            let name_text = name.to_string_lossy();
-            if ["AWS_", "GOOGLE_", "AZURE_"]
-                .iter()
-                .any(|p| name_text.starts_with(p))
-            {
-                command.env_remove(name);
-            }
-        }
-        command
-            .args(["query", "--format", "csv", sql, "--data", data, "--state"])
-            .arg(state)
-            .env("GOOGLE_BASE_URL", &endpoint)
-            .env("GOOGLE_SKIP_SIGNATURE", "true")
-            .env("GOOGLE_ALLOW_HTTP", "true")
-            .stdin(Stdio::null())
-            .output()
-            .expect("spawn ringscan")
+        ringscan_env(&["query", "--format", "csv", sql], data, Some(state), &gcs)
     };
-    let stop = |data: &str, state: &Path| {
-        let _ = Command::new(env!("CARGO_BIN_EXE_ringscan"))
-            .args(["daemon", "stop", "--data", data, "--state"])
-            .arg(state)
-            .stdin(Stdio::null())
-            .output();
-    };
-    struct Stop<F: Fn()>(F);
-    impl<F: Fn()> Drop for Stop<F> {
-        fn drop(&mut self) {
-            (self.0)();
+    let _stop = OnDrop(|| {
+        for (data, state) in [(url, &state), ("az://container/r", &az_state)] {
+            let _ = ringscan_env(&["daemon", "stop"], data, Some(state), &[]);
         }
-    }
-    let _stop = Stop(|| {
-        stop(url, &state);
-        stop("az://container/r", &az_state);
     });
 
     let local_text = local.display().to_string();
@@ -1511,14 +1468,21 @@ fn blob_script(python: &Path, azurite: &Azurite, script: &str) {
          svc = BlobServiceClient.from_connection_string({:?})\n",
         azurite.connection_string()
     );
+    run_script(python, "azure-storage-blob", &format!("{prelude}{script}"));
+}
+
+/// Runs the Python `script` (its client library: `what`) with the venv's `python`; a
+/// failure fails the test with its output.
+fn run_script(python: &Path, what: &str, script: &str) {
     let out = Command::new(python)
-        .args(["-c", &format!("{prelude}{script}")])
+        .args(["-c", script])
+        .env_remove("AWS_CA_BUNDLE")
         .stdin(Stdio::null())
         .output()
         .expect("python");
     assert!(
         out.status.success(),
-        "azure-storage-blob script failed: {}\n{script}",
+        "{what} script failed: {}\n{script}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
