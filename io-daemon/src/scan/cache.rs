@@ -131,9 +131,7 @@ struct Inner {
 impl Inner {
     /// The entry of `path` if it holds footer `meta`.
     fn entry_of(&self, path: &Path, meta: &Arc<ParquetMetaData>) -> Option<&Entry> {
-        self.files
-            .peek(&path.to_path_buf())
-            .filter(|e| Arc::ptr_eq(&e.meta, meta))
+        self.files.peek(path).filter(|e| Arc::ptr_eq(&e.meta, meta))
     }
 
     fn stats(&self) -> CacheStats {
@@ -227,9 +225,8 @@ impl MetadataCache {
         if let Some(raced) = cached(&inner) {
             return Ok(raced);
         }
-        let key = path.to_path_buf();
-        if inner.entry_of(path, meta).is_some() && inner.files.grow(&key, extra) {
-            if let Some(entry) = inner.files.peek_mut(&key) {
+        if inner.entry_of(path, meta).is_some() && inner.files.grow(path, extra) {
+            if let Some(entry) = inner.files.peek_mut(path) {
                 entry.derived = Some(derived.clone());
             }
         }
@@ -336,12 +333,11 @@ impl MetadataCache {
     ) -> Result<Arc<ParquetMetaData>, ScanError> {
         {
             let mut inner = self.lock();
-            let key = path.to_path_buf();
-            let current = (inner.files.peek(&key))
+            let current = (inner.files.peek(path))
                 .filter(|e| e.version.same_contents(&version))
                 .map(|e| Arc::clone(&e.meta));
             if let Some(meta) = current {
-                inner.files.touch(&key);
+                inner.files.touch(path);
                 inner.stats.hits += 1;
                 return Ok(meta);
             }
@@ -417,11 +413,10 @@ impl MetadataCache {
             .filter(|(k, _)| !entry.indexes.contains_key(k))
             .collect();
         let extra: usize = fresh.iter().map(|(_, ix)| ix.memory_bytes()).sum();
-        let key = path.to_path_buf();
         // False when this file alone would exceed the budget: serve, don't keep.
-        if inner.files.grow(&key, extra) {
-            inner.files.touch(&key);
-            if let Some(entry) = inner.files.peek_mut(&key) {
+        if inner.files.grow(path, extra) {
+            inner.files.touch(path);
+            if let Some(entry) = inner.files.peek_mut(path) {
                 entry.indexes.extend(fresh);
             }
         }
@@ -453,9 +448,8 @@ impl MetadataCache {
         }
         // A filter's blocks are 32 bytes each; the map entry is counted with it.
         let bytes = filter.as_ref().map_or(0, |f| f.num_blocks() * 32) + 64;
-        let key = path.to_path_buf();
-        if inner.files.grow(&key, bytes) {
-            if let Some(entry) = inner.files.peek_mut(&key) {
+        if inner.files.grow(path, bytes) {
+            if let Some(entry) = inner.files.peek_mut(path) {
                 entry.blooms.insert((g, leaf), filter.clone());
             }
         }
@@ -474,9 +468,8 @@ impl MetadataCache {
     ) -> Result<DenseMetadata, ScanError> {
         {
             let mut inner = self.lock();
-            let key = path.to_path_buf();
             if inner.entry_of(path, meta).is_some() {
-                if let Some(entry) = inner.files.peek_mut(&key) {
+                if let Some(entry) = inner.files.peek_mut(path) {
                     if let Some(at) = entry.dense.iter().position(|(k, _)| *k == keys) {
                         let kept = entry.dense.remove(at);
                         let found = kept.1.clone();
@@ -491,15 +484,14 @@ impl MetadataCache {
         if inner.entry_of(path, meta).is_none() {
             return Ok(built);
         }
-        let key = path.to_path_buf();
         let full = inner
             .files
-            .peek(&key)
+            .peek(path)
             .is_some_and(|e| e.dense.len() >= DENSE_KEPT);
         // Replacing the oldest leaves the count as it was (its bytes stay counted: the
         // new one is about as large).
-        if full || inner.files.grow(&key, built.0.memory_size()) {
-            if let Some(entry) = inner.files.peek_mut(&key) {
+        if full || inner.files.grow(path, built.0.memory_size()) {
+            if let Some(entry) = inner.files.peek_mut(path) {
                 if full {
                     entry.dense.remove(0);
                 }

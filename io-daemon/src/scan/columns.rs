@@ -88,7 +88,7 @@ struct FileEntry {
 #[derive(Debug)]
 struct Inner {
     /// The files chunks were looked up or kept for.
-    files: HashMap<PathBuf, FileEntry>,
+    files: HashMap<PathBuf, FileEntry, foldhash::fast::RandomState>,
     /// The chunks held, bounded in bytes ([`get_array_memory_size`] of each).
     ///
     /// [`get_array_memory_size`]: arrow_array::Array::get_array_memory_size
@@ -139,7 +139,7 @@ impl ColumnCache {
         Self {
             capacity_bytes,
             inner: Mutex::new(Inner {
-                files: HashMap::new(),
+                files: HashMap::default(),
                 chunks: ByteLru::new(capacity_bytes),
                 seen: 0,
                 next_id: 0,
