@@ -63,6 +63,7 @@ pub use source::{ByteRangeSource, IoMode, LocalFile, MappedFile};
 
 use crate::hive::PartitionTypes;
 use crate::prune::{FilePruner, Verdict};
+pub(crate) use file::Lookup;
 pub(crate) use plan::open_object;
 use plan::RgTask;
 use task::{Exec, TaskOutput};

@@ -15,6 +15,7 @@ use parquet::bloom_filter::Sbbf;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataBuilder};
 use ringscan_ipc::scan_data::{Predicate, ScanSummary};
 
+use super::file::Lookup;
 use super::page_index::{IndexKey, IndexKind, IndexLoad, SparsePageIndex};
 use super::source::{ByteRangeSource, IoMode, IoStats, LocalFile, MappedFile, Prefetched};
 use super::{guard_panic, micros, MetadataCache, ScanError, ScanSpec};
@@ -251,8 +252,9 @@ fn resolve_columns(
     };
     let mut pred_roots = Vec::new();
     let mut pred_partitions = Vec::new();
+    let mut at = Lookup::default();
     for name in spec.predicate.map(Predicate::columns).unwrap_or_default() {
-        if let Ok(i) = file_schema.index_of(name) {
+        if let Some(i) = at.find(file_schema, name) {
             push_unique(&mut pred_roots, i);
         } else if partitions.contains(name) {
             push_unique(&mut pred_partitions, name.to_owned());
@@ -263,8 +265,9 @@ fn resolve_columns(
     let mut rest_roots = Vec::new();
     let mut out_roots = Vec::new();
     let mut out_partitions = Vec::new();
+    let mut at = Lookup::default();
     for name in &output {
-        if let Ok(i) = file_schema.index_of(name) {
+        if let Some(i) = at.find(file_schema, name) {
             push_unique(&mut out_roots, i);
             if !pred_roots.contains(&i) {
                 push_unique(&mut rest_roots, i);

@@ -517,14 +517,18 @@ fn prepare(shared: &Shared, request: &ScanRequest) -> Result<Prepared, String> {
         None => schema.fields().iter().map(|f| f.name().clone()).collect(),
     };
     let mut fields = Vec::with_capacity(projection.len());
+    let mut at = crate::scan::Lookup::default();
     for name in &projection {
-        let field = schema.field_with_name(name).map_err(|_| {
-            format!(
-                "unknown column {name:?} in {} (columns: {})",
-                source_text(&request.source),
-                columns()
-            )
-        })?;
+        let field = at
+            .find(schema, name)
+            .map(|i| &schema.fields()[i])
+            .ok_or_else(|| {
+                format!(
+                    "unknown column {name:?} in {} (columns: {})",
+                    source_text(&request.source),
+                    columns()
+                )
+            })?;
         fields.push(field.clone());
     }
     if let Some(predicate) = &request.predicate {
