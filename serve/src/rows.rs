@@ -23,6 +23,13 @@ use crate::text::pg_type;
 /// its text (`count(*)`, `Int64(1)`, `a + Int64(1)`), PostgreSQL by the function it
 /// calls (`count`) or `?column?`.
 pub(crate) fn column_name(name: &str) -> String {
+    // The common case, an ASCII identifier, in one pass over the bytes (a row
+    // description names every column of every answer).
+    if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+    {
+        return name.to_owned();
+    }
     let plain = |s: &str| {
         !s.is_empty()
             && s.chars().all(|c| c.is_alphanumeric() || c == '_')
