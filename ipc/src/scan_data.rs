@@ -346,8 +346,16 @@ where
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DaemonCounters {
     /// Perf events of the scan's threads over the scan (summed over a query's scans
-    /// by the host; see `scans_counted`).
-    #[serde(default)]
+    /// by the host; see `scans_counted`). On the wire in [`compact_sample`]'s form
+    /// under `sample`; the full form under `scan`, as daemons of earlier builds wrote
+    /// it, is read too.
+    #[serde(
+        default,
+        rename = "sample",
+        alias = "scan",
+        with = "compact_sample",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scan: Option<ringscan_profiling::CounterSample>,
     /// Why no hardware event is counted, when none is.
     #[serde(default)]
@@ -355,11 +363,21 @@ pub struct DaemonCounters {
     /// Times the scan waited for room in its ring.
     #[serde(default)]
     pub ring_blocked_waits: u64,
-    /// The daemon's footer and page index cache, after the scan.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The daemon's footer and page index cache, after the scan. On the wire as an
+    /// array of its figures in declaration order (which its derived reading takes as
+    /// well as an object): a point lookup's answer parsed 17 keys for the two caches.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "metadata_cache_figures"
+    )]
     pub metadata_cache: Option<crate::info::CacheStatus>,
-    /// The daemon's decoded column cache, after the scan.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The daemon's decoded column cache, after the scan (on the wire as the above).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "column_cache_figures"
+    )]
     pub column_cache: Option<crate::info::ColumnCacheStatus>,
     /// How many scans' samples `scan` sums (set by the host for a query's total).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -368,6 +386,227 @@ pub struct DaemonCounters {
     /// copied out of the ring (set by the host's client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_unpins: Option<Unpins>,
+}
+
+impl DaemonCounters {
+    /// The counters as JSON for people and scripts (`--stats-json`): the sample and
+    /// the caches as objects with named fields, not in their compact wire forms.
+    pub fn readable(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(object) = value.as_object_mut() {
+            object.remove("sample");
+            let mut put = |key: &str, v: serde_json::Result<serde_json::Value>| {
+                if let Some(v) = v.ok().filter(|v| !v.is_null()) {
+                    object.insert(key.to_owned(), v);
+                }
+            };
+            put("scan", serde_json::to_value(&self.scan));
+            put("metadata_cache", serde_json::to_value(&self.metadata_cache));
+            put("column_cache", serde_json::to_value(&self.column_cache));
+        }
+        value
+    }
+}
+
+fn metadata_cache_figures<S: serde::Serializer>(
+    cache: &Option<crate::info::CacheStatus>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    cache
+        .as_ref()
+        .map(|c| {
+            [
+                c.hits,
+                c.misses,
+                c.evictions,
+                c.entries,
+                c.bytes,
+                c.capacity_bytes,
+                c.page_index_hits,
+                c.page_index_misses,
+                c.page_indexes,
+            ]
+        })
+        .serialize(serializer)
+}
+
+fn column_cache_figures<S: serde::Serializer>(
+    cache: &Option<crate::info::ColumnCacheStatus>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    cache
+        .as_ref()
+        .map(|c| {
+            [
+                c.hits,
+                c.misses,
+                c.admitted,
+                c.evictions,
+                c.invalidated,
+                c.entries,
+                c.bytes,
+                c.capacity_bytes,
+            ]
+        })
+        .serialize(serializer)
+}
+
+/// [`DaemonCounters::scan`] on the wire: `[reason, measured, unmeasured]`, the
+/// shared reason no hardware event is counted (or null), then
+/// `[kind, value, raw, time_enabled_ns, time_running_ns, user_only]` per measured event
+/// and `[kind, reason]` per other event (null: the shared reason), kinds as indexes
+/// into [`CounterKind::ALL`](ringscan_profiling::CounterKind::ALL). Every point
+/// lookup's answer carries a sample; as objects with named fields (~800 bytes) its
+/// parsing was 15% of the host's instructions per lookup. Reads the full object form
+/// too.
+mod compact_sample {
+    use std::fmt;
+
+    use ringscan_profiling::{CounterKind, CounterSample, CounterValue};
+    use serde::de::{self, MapAccess, SeqAccess, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    type Measured = (u8, u64, u64, u64, u64, bool);
+    type Unmeasured = (u8, Option<String>);
+
+    pub(super) fn serialize<S: Serializer>(
+        sample: &Option<CounterSample>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let Some(sample) = sample else {
+            return serializer.serialize_none();
+        };
+        let index = |kind: CounterKind| {
+            CounterKind::ALL
+                .iter()
+                .position(|k| *k == kind)
+                .and_then(|i| u8::try_from(i).ok())
+                .unwrap_or(u8::MAX)
+        };
+        let shared = sample.hardware_unavailable.as_ref();
+        let mut measured: Vec<Measured> = Vec::new();
+        let mut unmeasured: Vec<Unmeasured> = Vec::new();
+        for v in &sample.values {
+            match v.value {
+                Some(value) if v.measured => measured.push((
+                    index(v.kind),
+                    value,
+                    v.raw,
+                    v.time_enabled_ns,
+                    v.time_running_ns,
+                    v.user_only,
+                )),
+                _ => unmeasured.push((
+                    index(v.kind),
+                    v.unavailable.clone().filter(|r| Some(r) != shared),
+                )),
+            }
+        }
+        (shared, measured, unmeasured).serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<CounterSample>, D::Error> {
+        deserializer.deserialize_option(OptionVisitor)
+    }
+
+    struct OptionVisitor;
+
+    impl<'de> Visitor<'de> for OptionVisitor {
+        type Value = Option<CounterSample>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a counter sample or null")
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(SampleVisitor).map(Some)
+        }
+    }
+
+    struct SampleVisitor;
+
+    impl<'de> Visitor<'de> for SampleVisitor {
+        type Value = CounterSample;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a counter sample: [reason, measured, unmeasured] or an object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<CounterSample, A::Error> {
+            CounterSample::deserialize(de::value::MapAccessDeserializer::new(map))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CounterSample, A::Error> {
+            let missing = |i| de::Error::invalid_length(i, &"3 elements");
+            let shared: Option<String> = seq.next_element()?.ok_or_else(|| missing(0))?;
+            let measured: Vec<Measured> = seq.next_element()?.ok_or_else(|| missing(1))?;
+            let unmeasured: Vec<Unmeasured> = seq.next_element()?.ok_or_else(|| missing(2))?;
+            if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                return Err(de::Error::invalid_length(4, &"3 elements"));
+            }
+            let mut slots: [Option<CounterValue>; CounterKind::ALL.len()] = Default::default();
+            let mut place = |i: u8, value: CounterValue| -> Result<(), A::Error> {
+                let slot = slots
+                    .get_mut(usize::from(i))
+                    .ok_or_else(|| de::Error::custom(format!("counter kind {i} out of range")))?;
+                if slot.replace(value).is_some() {
+                    return Err(de::Error::custom(format!("counter kind {i} given twice")));
+                }
+                Ok(())
+            };
+            let kind = |i: u8| CounterKind::ALL.get(usize::from(i)).copied();
+            for (i, value, raw, time_enabled_ns, time_running_ns, user_only) in measured {
+                let Some(kind) = kind(i) else {
+                    return Err(de::Error::custom(format!("counter kind {i} out of range")));
+                };
+                place(
+                    i,
+                    CounterValue {
+                        kind,
+                        measured: true,
+                        value: Some(value),
+                        raw,
+                        time_enabled_ns,
+                        time_running_ns,
+                        unavailable: None,
+                        user_only,
+                    },
+                )?;
+            }
+            for (i, reason) in unmeasured {
+                let Some(kind) = kind(i) else {
+                    return Err(de::Error::custom(format!("counter kind {i} out of range")));
+                };
+                place(
+                    i,
+                    CounterValue {
+                        kind,
+                        measured: false,
+                        value: None,
+                        raw: 0,
+                        time_enabled_ns: 0,
+                        time_running_ns: 0,
+                        unavailable: reason.or_else(|| shared.clone()),
+                        user_only: false,
+                    },
+                )?;
+            }
+            Ok(CounterSample {
+                values: slots.into_iter().flatten().collect(),
+                hardware_unavailable: shared,
+            })
+        }
+    }
 }
 
 /// Batches copied out of a ring for the daemon to go on (`Consumer::unpin`).

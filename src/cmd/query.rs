@@ -243,7 +243,7 @@ pub(crate) fn run(args: QueryArgs) -> anyhow::Result<std::process::ExitCode> {
                 "first_result_hit": first.result_hit,
             },
             "counters": {
-                "daemon": scan.counters,
+                "daemon": scan.counters.readable(),
                 "executor": record.counters,
                 "executor_peak_rss_bytes": record.peak_rss_bytes,
                 "executor_cpu_ns": record.cpu_user_ns + record.cpu_system_ns,
@@ -428,10 +428,9 @@ fn print_stats(
             ringscan_profiling::summary_of(sample),
             serde_json::to_value(&s.counters.metadata_cache).unwrap_or(Value::Null)
         ),
-        None if s.counters != Default::default() => eprintln!(
-            "daemon counters: {}",
-            serde_json::to_value(&s.counters).unwrap_or(Value::Null)
-        ),
+        None if s.counters != Default::default() => {
+            eprintln!("daemon counters: {}", s.counters.readable())
+        }
         None => {}
     }
     if let Some(unpins @ ringscan_ipc::msg::Unpins { count: 1.., .. }) = s.counters.executor_unpins
