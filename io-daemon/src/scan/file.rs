@@ -110,3 +110,31 @@ pub(crate) fn project(
         source,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// `Lookup` finds what `Schema::index_of` finds, for names in any order,
+        /// repeated, or missing.
+        #[test]
+        fn lookup_finds_what_index_of_finds(
+            width in 1usize..30,
+            names in proptest::collection::vec(0usize..40, 0..60),
+        ) {
+            let schema = Schema::new(
+                (0..width)
+                    .map(|i| Field::new(format!("c{i}"), DataType::Int32, true))
+                    .collect::<Vec<_>>(),
+            );
+            let mut at = Lookup::default();
+            for n in names {
+                let name = format!("c{n}");
+                prop_assert_eq!(at.find(&schema, &name), schema.index_of(&name).ok());
+            }
+        }
+    }
+}
