@@ -594,7 +594,7 @@ mod tests {
                         kind,
                         measured: true,
                         value: Some(1_000 * i + 7),
-                        raw: if i % 4 == 0 { 500 * i } else { 1_000 * i + 7 },
+                        raw: if i.is_multiple_of(4) { 500 * i } else { 1_000 * i + 7 },
                         time_enabled_ns: 2_000 + i,
                         time_running_ns: 1_000 + i,
                         unavailable: None,
