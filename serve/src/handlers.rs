@@ -4,7 +4,7 @@
 use std::fmt::Debug;
 use std::sync::{Arc, LazyLock, PoisonError};
 
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::DataType;
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
 use pgwire::api::auth::{
@@ -408,8 +408,9 @@ pub(crate) struct Statement {
     class: Class,
     /// `$1`, `$2`... as the plan uses them (`None`: the plan does not say).
     params: Vec<Option<DataType>>,
-    /// The columns, for a statement that returns rows.
-    schema: Option<SchemaRef>,
+    /// The columns, for a statement that returns rows: named and typed as its row
+    /// description gives them, once (`rows::columns`).
+    columns: Option<Arc<[(String, Type)]>>,
     /// The columns of a catalog query that is empty whatever the data (text).
     empty: Option<Vec<String>>,
 }
@@ -425,9 +426,9 @@ impl Statement {
                 rows::text_fields(&["QUERY PLAN"], formats)
             }
             Class::Rows => self
-                .schema
+                .columns
                 .as_ref()
-                .map(|s| rows::fields(s, formats))
+                .map(|c| rows::fields_of(c, formats))
                 .unwrap_or_default(),
             Class::Show(name) if name == "all" => {
                 rows::text_fields(&["name", "setting", "description"], formats)
@@ -481,7 +482,7 @@ impl QueryParser for Parser {
         // An INSERT's parameters are typed by the table's columns: planned here too,
         // though it returns no rows.
         let insert = matches!(&class, Class::Command(tag) if tag == "INSERT");
-        let (params, schema) = if class == Class::Rows || insert {
+        let (params, columns) = if class == Class::Rows || insert {
             let planned = match rewrite(&sql) {
                 Rewritten::Same => sql.clone(),
                 Rewritten::Sql(rewritten) => rewritten,
@@ -502,7 +503,8 @@ impl QueryParser for Parser {
                     .with_session(move |s| s.prepare_typed(&planned, &declared))
                     .await
                     .map_err(|e| user(engine_error(e)))?;
-                (prepared.params, (!insert).then_some(prepared.schema))
+                let columns = (!insert).then(|| rows::columns(&prepared.schema).into());
+                (prepared.params, columns)
             }
         } else {
             (Vec::new(), None)
@@ -511,7 +513,7 @@ impl QueryParser for Parser {
             sql,
             class,
             params,
-            schema,
+            columns,
             empty,
         }))
     }

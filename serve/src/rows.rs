@@ -104,19 +104,27 @@ fn balanced_once(s: &str) -> bool {
 
 /// The row description of `schema`, column `i` in `formats.format_for(i)`.
 pub(crate) fn fields(schema: &Schema, formats: &Format) -> Vec<FieldInfo> {
+    fields_of(&columns(schema), formats)
+}
+
+/// The columns of `schema` as a row description names and types them: what a prepared
+/// statement keeps, as libpq describes its portal at every execution.
+pub(crate) fn columns(schema: &Schema) -> Vec<(String, Type)> {
     schema
         .fields()
         .iter()
+        .map(|f| (column_name(f.name()), pg_type(f.data_type())))
+        .collect()
+}
+
+/// The row description of `columns` ([`columns`]), column `i` in
+/// `formats.format_for(i)`.
+pub(crate) fn fields_of(columns: &[(String, Type)], formats: &Format) -> Vec<FieldInfo> {
+    columns
+        .iter()
         .enumerate()
-        .map(|(i, f)| {
-            let format = format_for(formats, i);
-            FieldInfo::new(
-                column_name(f.name()),
-                None,
-                None,
-                pg_type(f.data_type()),
-                format,
-            )
+        .map(|(i, (name, ty))| {
+            FieldInfo::new(name.clone(), None, None, ty.clone(), format_for(formats, i))
         })
         .collect()
 }
