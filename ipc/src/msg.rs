@@ -594,32 +594,18 @@ mod tests {
                         kind,
                         measured: true,
                         value: Some(1_000 * i + 7),
-                        raw: if i.is_multiple_of(4) { 500 * i } else { 1_000 * i + 7 },
+                        raw: if i.is_multiple_of(4) {
+                            500 * i
+                        } else {
+                            1_000 * i + 7
+                        },
                         time_enabled_ns: 2_000 + i,
                         time_running_ns: 1_000 + i,
                         unavailable: None,
                         user_only: i % 4 == 1,
                     },
-                    2 => CounterValue {
-                        kind,
-                        measured: false,
-                        value: None,
-                        raw: 0,
-                        time_enabled_ns: 0,
-                        time_running_ns: 0,
-                        unavailable: Some(shared.clone()),
-                        user_only: false,
-                    },
-                    _ => CounterValue {
-                        kind,
-                        measured: false,
-                        value: None,
-                        raw: 0,
-                        time_enabled_ns: 0,
-                        time_running_ns: 0,
-                        unavailable: Some(format!("event {i} not supported")),
-                        user_only: false,
-                    },
+                    2 => CounterValue::unmeasured(kind, Some(shared.clone())),
+                    _ => CounterValue::unmeasured(kind, Some(format!("event {i} not supported"))),
                 }
             })
             .collect();

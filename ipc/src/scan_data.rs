@@ -408,47 +408,50 @@ impl DaemonCounters {
     }
 }
 
+/// A cache's figures as an array (see [`DaemonCounters::metadata_cache`]).
+fn figures<S: serde::Serializer, T, F: Serialize>(
+    cache: &Option<T>,
+    serializer: S,
+    of: impl Fn(&T) -> F,
+) -> Result<S::Ok, S::Error> {
+    cache.as_ref().map(of).serialize(serializer)
+}
+
 fn metadata_cache_figures<S: serde::Serializer>(
     cache: &Option<crate::info::CacheStatus>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    cache
-        .as_ref()
-        .map(|c| {
-            [
-                c.hits,
-                c.misses,
-                c.evictions,
-                c.entries,
-                c.bytes,
-                c.capacity_bytes,
-                c.page_index_hits,
-                c.page_index_misses,
-                c.page_indexes,
-            ]
-        })
-        .serialize(serializer)
+    figures(cache, serializer, |c| {
+        [
+            c.hits,
+            c.misses,
+            c.evictions,
+            c.entries,
+            c.bytes,
+            c.capacity_bytes,
+            c.page_index_hits,
+            c.page_index_misses,
+            c.page_indexes,
+        ]
+    })
 }
 
 fn column_cache_figures<S: serde::Serializer>(
     cache: &Option<crate::info::ColumnCacheStatus>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    cache
-        .as_ref()
-        .map(|c| {
-            [
-                c.hits,
-                c.misses,
-                c.admitted,
-                c.evictions,
-                c.invalidated,
-                c.entries,
-                c.bytes,
-                c.capacity_bytes,
-            ]
-        })
-        .serialize(serializer)
+    figures(cache, serializer, |c| {
+        [
+            c.hits,
+            c.misses,
+            c.admitted,
+            c.evictions,
+            c.invalidated,
+            c.entries,
+            c.bytes,
+            c.capacity_bytes,
+        ]
+    })
 }
 
 /// [`DaemonCounters::scan`] on the wire: `[reason, measured, unmeasured]`, the
@@ -589,16 +592,7 @@ mod compact_sample {
                 };
                 place(
                     i,
-                    CounterValue {
-                        kind,
-                        measured: false,
-                        value: None,
-                        raw: 0,
-                        time_enabled_ns: 0,
-                        time_running_ns: 0,
-                        unavailable: reason.or_else(|| shared.clone()),
-                        user_only: false,
-                    },
+                    CounterValue::unmeasured(kind, reason.or_else(|| shared.clone())),
                 )?;
             }
             Ok(CounterSample {

@@ -217,6 +217,11 @@ fn is_zero(n: &u64) -> bool {
 
 impl CounterValue {
     fn unavailable(kind: CounterKind, reason: String) -> CounterValue {
+        CounterValue::unmeasured(kind, Some(reason))
+    }
+
+    /// An event with no value: why, if known.
+    pub fn unmeasured(kind: CounterKind, unavailable: Option<String>) -> CounterValue {
         CounterValue {
             kind,
             measured: false,
@@ -224,7 +229,7 @@ impl CounterValue {
             raw: 0,
             time_enabled_ns: 0,
             time_running_ns: 0,
-            unavailable: Some(reason),
+            unavailable,
             user_only: false,
         }
     }
