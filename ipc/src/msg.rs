@@ -616,6 +616,35 @@ mod tests {
     }
 
     #[test]
+    fn timings_cross_as_an_array_and_still_read_as_an_object() {
+        let summary = ScanSummary {
+            timings: ScanTimings {
+                total_us: 1,
+                plan_us: 2,
+                io_us: 3,
+                decode_us: 4,
+                filter_us: 5,
+                ring_wait_us: 6,
+                wait_us: 7,
+            },
+            ..ScanSummary::default()
+        };
+        let wire = serde_json::to_string(&summary).unwrap();
+        assert!(wire.contains(r#""timings":[1,2,3,4,5,6,7]"#), "{wire}");
+        let back: ScanSummary = serde_json::from_str(&wire).unwrap();
+        assert_eq!(back, summary);
+        // As a daemon of an earlier build writes them (and without `wait_us`).
+        let old = r#"{"version":1,"timings":{"total_us":1,"plan_us":2,"io_us":3,
+            "decode_us":4,"filter_us":5,"ring_wait_us":6}}"#;
+        let back: ScanSummary = serde_json::from_str(old).unwrap();
+        assert_eq!(back.timings.ring_wait_us, 6);
+        assert_eq!(back.timings.wait_us, 0);
+        // Their own form, for people, stays named.
+        let named = serde_json::to_value(&summary.timings).unwrap();
+        assert_eq!(named["decode_us"], 4);
+    }
+
+    #[test]
     fn counter_samples_cross_in_their_compact_form_and_the_full_one_still_reads() {
         let counters = DaemonCounters {
             scan: Some(sample()),

@@ -315,8 +315,9 @@ pub struct ScanSummary {
     /// (`--cache-dir`) held them. Counted over the scan's time, as `store_requests`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub store_cache_hit_bytes: u64,
-    /// Stage timings.
-    #[serde(default)]
+    /// Stage timings. On the wire as an array in declaration order (its derived
+    /// reading takes that as well as an object), as the caches' figures.
+    #[serde(default, serialize_with = "timings_figures")]
     pub timings: ScanTimings,
     /// The daemon's counters (perf events, cache hits...), as recorded by `profiling`
     /// (`null`, as a summary without them once had, reads as none).
@@ -415,6 +416,22 @@ fn figures<S: serde::Serializer, T, F: Serialize>(
     of: impl Fn(&T) -> F,
 ) -> Result<S::Ok, S::Error> {
     cache.as_ref().map(of).serialize(serializer)
+}
+
+fn timings_figures<S: serde::Serializer>(
+    t: &ScanTimings,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    [
+        t.total_us,
+        t.plan_us,
+        t.io_us,
+        t.decode_us,
+        t.filter_us,
+        t.ring_wait_us,
+        t.wait_us,
+    ]
+    .serialize(serializer)
 }
 
 fn metadata_cache_figures<S: serde::Serializer>(
