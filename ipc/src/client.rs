@@ -37,8 +37,8 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 use crate::msg::{
-    write_frame, ClientMessage, DaemonMessage, DaemonStatus, MessageError, Predicate, ScanRequest,
-    ScanSource, ScanSummary, TableInfo, TableStatistics, MAX_FRAME_BYTES,
+    write_frame, ClientMessage, DaemonMessage, DaemonStatus, MessageError, Predicate, ScanMessage,
+    ScanRequest, ScanSource, ScanSummary, TableInfo, TableStatistics, MAX_FRAME_BYTES,
 };
 use crate::{Consumer, RingError};
 
@@ -291,7 +291,7 @@ impl DaemonClient {
         }
         let mut conn = Conn(Some(open(&self.path)?));
         let stream = conn.stream(OP)?;
-        send(stream, &ClientMessage::Scan(request.clone()), OP)?;
+        send(stream, &ScanMessage::Scan(request), OP)?;
         match read_answer(stream, Instant::now() + self.timeout, OP)? {
             DaemonMessage::RingReady { ring_name } => {
                 let consumer = Consumer::attach(&ring_name)?;
@@ -320,7 +320,7 @@ impl DaemonClient {
             asked,
         } = kept;
         let stream = conn.stream(OP)?;
-        match send(stream, &ClientMessage::Scan(request.clone()), OP) {
+        match send(stream, &ScanMessage::Scan(request), OP) {
             Ok(()) => {}
             Err(ClientError::Closed { .. } | ClientError::Io { .. }) => return Ok(None),
             Err(e) => return Err(e),
@@ -893,9 +893,9 @@ fn open(path: &Path) -> Result<UnixStream, ClientError> {
 }
 
 /// Writes `message` on `stream` (opened by [`open`], which set its write timeout).
-fn send(
+fn send<T: serde::Serialize>(
     stream: &mut UnixStream,
-    message: &ClientMessage,
+    message: &T,
     op: &'static str,
 ) -> Result<(), ClientError> {
     write_frame(stream, message).map_err(|source| match source {

@@ -240,6 +240,15 @@ impl ScanSummary {
     }
 }
 
+/// [`ClientMessage::Scan`] borrowing its request, for writing: the same JSON without
+/// cloning the request (and its projection's names) for every scan.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScanMessage<'a> {
+    /// As [`ClientMessage::Scan`].
+    Scan(&'a ScanRequest),
+}
+
 /// Executor → daemon.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -613,6 +622,14 @@ mod tests {
             values,
             hardware_unavailable: Some(shared),
         }
+    }
+
+    #[test]
+    fn a_borrowed_scan_message_writes_what_the_owned_one_does() {
+        let request = full_request();
+        let owned = serde_json::to_string(&ClientMessage::Scan(request.clone())).unwrap();
+        let borrowed = serde_json::to_string(&ScanMessage::Scan(&request)).unwrap();
+        assert_eq!(borrowed, owned);
     }
 
     #[test]
