@@ -333,10 +333,13 @@ fn put_null_at(buf: &mut [u8], pos: usize) -> usize {
     pos + 4
 }
 
-/// Writes a cell of `value` at `pos`; where the next cell goes.
+/// Writes a cell of `value` at `pos`; where the next cell goes. Length and value go
+/// in one move (for the widths cells inline: at most 8 bytes).
 fn put_at<const N: usize>(buf: &mut [u8], pos: usize, value: [u8; N]) -> usize {
-    buf[pos..pos + 4].copy_from_slice(&(N as i32).to_be_bytes());
-    buf[pos + 4..pos + 4 + N].copy_from_slice(&value);
+    let mut cell = [0u8; 12];
+    cell[..4].copy_from_slice(&(N as i32).to_be_bytes());
+    cell[4..4 + N].copy_from_slice(&value);
+    buf[pos..pos + 4 + N].copy_from_slice(&cell[..4 + N]);
     pos + 4 + N
 }
 
@@ -380,23 +383,40 @@ fn strings_at<O: OffsetSizeTrait>(
     at: &mut [usize],
     ends: &[usize],
 ) {
-    for (k, (pos, &end)) in at.iter_mut().zip(ends).enumerate() {
-        let i = start + k;
-        if nulls.is_some_and(|n| n.is_null(i)) {
-            *pos = put_null_at(buf, *pos);
-            continue;
+    // Writes one non-NULL cell at `p`, where its row ends at `end`; where the next goes.
+    let cell = |buf: &mut [u8], p: usize, end: usize, from: usize, to: usize| -> usize {
+        let len = to - from;
+        let prefix = i32::try_from(len).unwrap_or(i32::MAX).to_be_bytes();
+        if len <= SHORT && p + 4 + SHORT <= end {
+            if let Some(short) = values.get(from..from + SHORT) {
+                // Length and value in one fixed-size move.
+                let mut bytes = [0u8; 4 + SHORT];
+                bytes[..4].copy_from_slice(&prefix);
+                bytes[4..].copy_from_slice(short);
+                buf[p..p + 4 + SHORT].copy_from_slice(&bytes);
+                return p + 4 + len;
+            }
         }
-        let from = offsets[i].as_usize();
-        let len = offsets[i + 1].as_usize() - from;
-        let p = *pos;
-        buf[p..p + 4].copy_from_slice(&i32::try_from(len).unwrap_or(i32::MAX).to_be_bytes());
-        let q = p + 4;
-        if len <= SHORT && q + SHORT <= end && from + SHORT <= values.len() {
-            buf[q..q + SHORT].copy_from_slice(&values[from..from + SHORT]);
-        } else {
-            buf[q..q + len].copy_from_slice(&values[from..from + len]);
+        buf[p..p + 4].copy_from_slice(&prefix);
+        buf[p + 4..p + 4 + len].copy_from_slice(&values[from..to]);
+        p + 4 + len
+    };
+    let offsets = &offsets[start..=start + at.len()];
+    let rows = at.iter_mut().zip(ends).zip(offsets.windows(2));
+    match nulls {
+        None => {
+            for ((pos, &end), w) in rows {
+                *pos = cell(buf, *pos, end, w[0].as_usize(), w[1].as_usize());
+            }
         }
-        *pos = q + len;
+        Some(n) => {
+            for (k, ((pos, &end), w)) in rows.enumerate() {
+                *pos = match n.is_null(start + k) {
+                    true => put_null_at(buf, *pos),
+                    false => cell(buf, *pos, end, w[0].as_usize(), w[1].as_usize()),
+                };
+            }
+        }
     }
 }
 
