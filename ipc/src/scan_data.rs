@@ -496,13 +496,8 @@ mod compact_sample {
         let Some(sample) = sample else {
             return serializer.serialize_none();
         };
-        let index = |kind: CounterKind| {
-            CounterKind::ALL
-                .iter()
-                .position(|k| *k == kind)
-                .and_then(|i| u8::try_from(i).ok())
-                .unwrap_or(u8::MAX)
-        };
+        // Eleven kinds: every index fits a u8.
+        let index = |kind: CounterKind| u8::try_from(kind.index()).unwrap_or(u8::MAX);
         let shared = sample.hardware_unavailable.as_ref();
         let mut measured: Vec<Measured> = Vec::new();
         let mut unmeasured: Vec<Unmeasured> = Vec::new();

@@ -95,6 +95,24 @@ impl CounterKind {
         CounterKind::CpuMigrations,
     ];
 
+    /// This kind's position in [`Self::ALL`] (a compact wire form's number for it, an
+    /// index into per-kind tables).
+    pub fn index(self) -> usize {
+        match self {
+            CounterKind::Cycles => 0,
+            CounterKind::Instructions => 1,
+            CounterKind::BranchInstructions => 2,
+            CounterKind::BranchMisses => 3,
+            CounterKind::CacheReferences => 4,
+            CounterKind::CacheMisses => 5,
+            CounterKind::L1dReadMisses => 6,
+            CounterKind::TaskClock => 7,
+            CounterKind::PageFaults => 8,
+            CounterKind::ContextSwitches => 9,
+            CounterKind::CpuMigrations => 10,
+        }
+    }
+
     /// The name used in records and tables (`perf stat` spelling).
     pub fn name(self) -> &'static str {
         match self {
@@ -907,6 +925,13 @@ fn reason(e: &io::Error, kind: CounterKind, no_pmu: bool, paranoid: Option<i32>)
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_kinds_index_is_its_place_in_all() {
+        for (i, kind) in CounterKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind:?}");
+        }
+    }
 
     /// The shared reason is written once and read back into each event that had it;
     /// an event with a reason of its own keeps it on the wire.
